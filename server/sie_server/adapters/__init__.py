@@ -1,0 +1,22 @@
+"""Model families. ``create_adapter`` imports the family's module (and torch) only when needed."""
+
+from __future__ import annotations
+
+import importlib
+
+from sie_server.adapters.base import Adapter, Tokens
+from sie_server.catalog.schema import ModelConfig, Profile
+
+_FAMILIES: dict[str, tuple[str, str]] = {
+    "embedding": ("sie_server.adapters.embedding", "EmbeddingAdapter"),
+    "cross_encoder": ("sie_server.adapters.cross_encoder", "CrossEncoderAdapter"),
+}
+
+
+def create_adapter(config: ModelConfig, profile: Profile, device: str) -> Adapter:
+    module, name = _FAMILIES[config.adapter]
+    cls: type[Adapter] = getattr(importlib.import_module(module), name)
+    return cls(config, profile, device)
+
+
+__all__ = ["Adapter", "Tokens", "create_adapter"]

@@ -1,0 +1,69 @@
+"""The adapter contract: what a model family declares and the stages it implements.
+
+An adapter knows nothing about HTTP, queues or other models. The engine calls
+``tokenize_*`` off the event loop, then ``run`` with a batch of tokenized items
+that share one operation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sie_server.catalog.schema import ModelConfig, Profile
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """One tokenized input (a text, or a query/document pair) ready to be padded into a batch."""
+
+    input_ids: list[int]
+    token_type_ids: list[int] | None
+    truncated: bool
+
+    @property
+    def length(self) -> int:
+        return len(self.input_ids)
+
+
+class Adapter(ABC):
+    """One loaded model of one family. Subclasses implement the operations they declare."""
+
+    #: operations ``run`` accepts, e.g. {"encode"} or {"score_pairs"}
+    operations: frozenset[str] = frozenset()
+
+    def __init__(self, config: ModelConfig, profile: Profile, device: str):
+        self.config = config
+        self.profile = profile
+        self.device = device
+
+    @abstractmethod
+    def load(self, weights: Path) -> None:
+        """Load tokenizer and weights from a local folder onto ``self.device``."""
+
+    def warmup(self) -> None:  # noqa: B027 - optional stage, a no-op by default
+        """Run one small batch so the first request does not pay one-time kernel set-up."""
+
+    @abstractmethod
+    def unload(self) -> None:
+        """Drop every reference to device memory."""
+
+    @abstractmethod
+    def resident_bytes(self) -> int:
+        """Bytes of weights and buffers this model holds on its device."""
+
+    def format_text(self, text: str, *, is_query: bool, instruction: str | None) -> str:
+        """The text as the model expects it (prefixes, instruction template)."""
+        return text
+
+    def tokenize_texts(self, texts: list[str]) -> list[Tokens]:
+        raise NotImplementedError(f"{type(self).__name__} does not tokenize single texts")
+
+    def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
+        raise NotImplementedError(f"{type(self).__name__} does not tokenize pairs")
+
+    @abstractmethod
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        """Run one batch; one result per item, in order."""

@@ -1,0 +1,48 @@
+"""BERT-family embedders: mean / cls / last-token pooling, L2 normalisation, prefixes, instructions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from sie_server.adapters.base import Tokens
+from sie_server.adapters.transformers_base import TransformersAdapter
+
+
+class EmbeddingAdapter(TransformersAdapter):
+    operations = frozenset({"encode"})
+
+    def _model_class(self) -> Any:
+        from transformers import AutoModel
+
+        return AutoModel
+
+    def format_text(self, text: str, *, is_query: bool, instruction: str | None) -> str:
+        runtime = self.config.runtime
+        if instruction:
+            return runtime.instruction_template.format(instruction=instruction, text=text)
+        return (runtime.query_prefix if is_query else runtime.doc_prefix) + text
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        if operation != "encode":
+            raise ValueError(f"embedding adapter cannot {operation}")
+        inputs = self.pad(batch)
+        with torch.inference_mode():
+            hidden = self.model(**inputs).last_hidden_state
+            pooled = self._pool(hidden, inputs["attention_mask"])
+            if self.config.runtime.normalize:
+                pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
+        vectors: np.ndarray = pooled.float().cpu().numpy()
+        return [{"dense": row} for row in vectors]
+
+    def _pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        pooling = self.config.runtime.pooling
+        if pooling == "cls":
+            return hidden[:, 0]
+        if pooling == "last_token":
+            last = mask.sum(dim=1) - 1
+            return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)

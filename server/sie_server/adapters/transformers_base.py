@@ -1,0 +1,107 @@
+"""Shared plumbing for adapters built on Hugging Face transformers: tokenizer, padding, dtype."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Encoding, Tokenizer
+
+from sie_server.adapters.base import Adapter, Tokens
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class TransformersAdapter(Adapter):
+    """Loads a fast tokenizer and a ``transformers`` model; subclasses choose the model class."""
+
+    model: Any = None
+    _tokenizer: Tokenizer | None = None
+    _pad_id: int = 0
+    _uses_token_types: bool = False
+    max_length: int = 0
+
+    def _model_class(self) -> Any:
+        raise NotImplementedError
+
+    def load(self, weights: Path) -> None:
+        from transformers import AutoTokenizer
+
+        fast = AutoTokenizer.from_pretrained(str(weights))
+        if not getattr(fast, "is_fast", False):
+            raise ValueError(f"{weights}: a fast (tokenizers) tokenizer is required")
+        model = self._model_class().from_pretrained(
+            str(weights), dtype=DTYPES[self.profile.dtype], attn_implementation=self.profile.attn
+        )
+        model.to(self.device).eval()
+        limit = getattr(model.config, "max_position_embeddings", None) or self.config.max_sequence_length
+        # RoBERTa-style position ids start after the padding index
+        if getattr(model.config, "model_type", "") in {"roberta", "xlm-roberta", "camembert"}:
+            limit -= getattr(model.config, "pad_token_id", 1) + 1
+        self.max_length = min(self.config.max_sequence_length, int(limit))
+        tokenizer = Tokenizer.from_str(fast.backend_tokenizer.to_str())
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(self.max_length)
+        self._tokenizer = tokenizer
+        self._pad_id = int(fast.pad_token_id if fast.pad_token_id is not None else 0)
+        self._uses_token_types = "token_type_ids" in fast.model_input_names
+        self.model = model
+
+    def warmup(self) -> None:
+        operation = next(iter(sorted(self.operations)))
+        text = "warm up the kernels " * 4
+        batch = self.tokenize_pairs(text, [text]) if operation == "score_pairs" else self.tokenize_texts([text])
+        self.run(operation, batch * 2, {})
+
+    def unload(self) -> None:
+        self.model = None
+        self._tokenizer = None
+        gc.collect()
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+
+    def resident_bytes(self) -> int:
+        if self.model is None:
+            return 0
+        tensors = [*self.model.parameters(), *self.model.buffers()]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            raise RuntimeError("adapter used before load()")
+        return self._tokenizer
+
+    def _to_tokens(self, encodings: list[Encoding]) -> list[Tokens]:
+        return [
+            Tokens(
+                input_ids=list(e.ids),
+                token_type_ids=list(e.type_ids) if self._uses_token_types else None,
+                truncated=bool(e.overflowing),
+            )
+            for e in encodings
+        ]
+
+    def tokenize_texts(self, texts: list[str]) -> list[Tokens]:
+        return self._to_tokens(self.tokenizer.encode_batch(texts))
+
+    def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
+        return self._to_tokens(self.tokenizer.encode_batch([(query, d) for d in documents]))
+
+    def pad(self, batch: list[Tokens]) -> dict[str, torch.Tensor]:
+        """Right-pad a batch to its own longest item."""
+        width = max(t.length for t in batch)
+        ids = torch.full((len(batch), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        types = torch.zeros((len(batch), width), dtype=torch.long) if self._uses_token_types else None
+        for row, t in enumerate(batch):
+            ids[row, : t.length] = torch.tensor(t.input_ids, dtype=torch.long)
+            mask[row, : t.length] = 1
+            if types is not None and t.token_type_ids is not None:
+                types[row, : t.length] = torch.tensor(t.token_type_ids, dtype=torch.long)
+        inputs = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+        if types is not None:
+            inputs["token_type_ids"] = types.to(self.device)
+        return inputs

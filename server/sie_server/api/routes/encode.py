@@ -1,0 +1,57 @@
+"""``POST /v1/encode/{model}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from sie_server.api.codec import parse, render
+from sie_server.api.inputs import text_inputs
+from sie_server.api.schemas import EncodeRequest
+from sie_server.api.state import call_options, server
+from sie_server.errors import InvalidInput
+
+router = APIRouter()
+SUPPORTED_DTYPES = ("float32", "float16")
+
+
+@router.post("/v1/encode/{model:path}")
+async def encode(model: str, request: Request) -> Response:
+    state = server(request)
+    config = state.service.resolve(model)
+    body = await parse(request, EncodeRequest, state.settings.max_body_bytes)
+    params = body.params
+    output_types = list(params.output_types) if params and params.output_types else ["dense"]
+    dtype = (params.output_dtype if params else None) or "float32"
+    if dtype not in SUPPORTED_DTYPES:
+        raise InvalidInput(f"output_dtype {dtype} is not supported yet; use one of {', '.join(SUPPORTED_DTYPES)}")
+    options = (params.options if params else None) or {}
+    is_query = options.get("is_query", False)
+    if not isinstance(is_query, bool):
+        raise InvalidInput("params.options.is_query must be true or false")
+    outcome = await state.service.encode(
+        config,
+        text_inputs(body.items, config, state.settings),
+        output_types=output_types,
+        is_query=is_query,
+        instruction=params.instruction if params else None,
+        call=call_options(request),
+    )
+    items: list[dict[str, Any]] = []
+    for item_id, outputs in zip(outcome.ids, outcome.outputs, strict=True):
+        entry: dict[str, Any] = {"id": item_id}
+        if "dense" in outputs:
+            values = np.asarray(outputs["dense"], dtype=np.dtype(dtype))
+            entry["dense"] = {"dims": int(values.shape[0]), "dtype": dtype, "values": values}
+        items.append(entry)
+    payload = {
+        "model": outcome.model,
+        "items": items,
+        "timing": outcome.timing.as_dict(),
+        "usage": {"prompt_tokens": outcome.prompt_tokens},
+        "truncated_items": outcome.truncated,
+    }
+    return render(request, payload)

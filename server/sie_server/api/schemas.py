@@ -1,0 +1,88 @@
+"""Wire models of request bodies. Unknown fields are refused so typos get a clear 400."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+OutputType = Literal["dense", "sparse", "multivector"]
+OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ImageIn(Wire):
+    data: bytes
+    format: str | None = None
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _decode(cls, value: Any) -> Any:
+        if isinstance(value, str):  # JSON carries image bytes as base64
+            try:
+                return base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("image data must be base64") from None
+        return value
+
+
+class ItemIn(Wire):
+    id: str | None = None
+    text: str | None = None
+    images: list[ImageIn] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class EncodeParams(Wire):
+    output_types: list[OutputType] | None = Field(default=None, min_length=1)
+    output_dtype: OutputDtype | None = None
+    instruction: str | None = None
+    options: dict[str, Any] | None = None
+
+
+class EncodeRequest(Wire):
+    items: list[ItemIn] = Field(min_length=1)
+    params: EncodeParams | None = None
+
+
+class ScoreRequest(Wire):
+    query: ItemIn
+    items: list[ItemIn] = Field(min_length=1)
+    instruction: str | None = None
+    options: dict[str, Any] | None = None
+
+
+class ExtractParams(Wire):
+    labels: list[str] | None = None
+    threshold: float | None = None
+    options: dict[str, Any] | None = None
+
+
+class ExtractRequest(Wire):
+    items: list[ItemIn] = Field(min_length=1)
+    params: ExtractParams | None = None
+
+
+class OpenAIEmbeddingsRequest(Wire):
+    model: str
+    input: str | list[str] = Field(min_length=1)
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+
+class RerankDocument(Wire):
+    text: str
+
+
+class RerankRequest(Wire):
+    model: str
+    query: str
+    documents: list[str | RerankDocument] = Field(min_length=1)
+    top_n: int | None = Field(default=None, ge=1)
+    return_documents: bool = False

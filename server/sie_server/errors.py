@@ -1,0 +1,75 @@
+"""The server's error tree: every failure a caller can see is one of these.
+
+One table (``ERROR_STATUS``) maps codes to HTTP statuses; the API layer turns an
+``SIEError`` into the envelope ``{"detail": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    INVALID_INPUT = "INVALID_INPUT"
+    MODEL_NOT_FOUND = "MODEL_NOT_FOUND"
+    MODEL_LOADING = "MODEL_LOADING"
+    MODEL_LOAD_FAILED = "MODEL_LOAD_FAILED"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    QUEUE_FULL = "QUEUE_FULL"
+    INFERENCE_ERROR = "INFERENCE_ERROR"
+
+
+ERROR_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_INPUT: 400,
+    ErrorCode.MODEL_NOT_FOUND: 404,
+    ErrorCode.MODEL_LOADING: 503,
+    ErrorCode.MODEL_LOAD_FAILED: 502,
+    ErrorCode.RESOURCE_EXHAUSTED: 503,
+    ErrorCode.QUEUE_FULL: 503,
+    ErrorCode.INFERENCE_ERROR: 500,
+}
+
+
+class SIEError(Exception):
+    """A failure with a code, a message a person can act on, and an HTTP status."""
+
+    code: ErrorCode = ErrorCode.INFERENCE_ERROR
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status if status is not None else ERROR_STATUS[self.code]
+        self.retry_after = retry_after
+
+
+class InvalidInput(SIEError):
+    code = ErrorCode.INVALID_INPUT
+
+
+class PayloadTooLarge(InvalidInput):
+    def __init__(self, message: str):
+        super().__init__(message, status=413)
+
+
+class ModelNotFound(SIEError):
+    code = ErrorCode.MODEL_NOT_FOUND
+
+
+class ModelLoading(SIEError):
+    code = ErrorCode.MODEL_LOADING
+
+
+class ModelLoadFailed(SIEError):
+    code = ErrorCode.MODEL_LOAD_FAILED
+
+
+class ResourceExhausted(SIEError):
+    code = ErrorCode.RESOURCE_EXHAUSTED
+
+
+class QueueFull(SIEError):
+    code = ErrorCode.QUEUE_FULL
+
+
+class InferenceError(SIEError):
+    code = ErrorCode.INFERENCE_ERROR

@@ -1,0 +1,5 @@
+"""Model pool: which models are resident, loading them once, and their state."""
+
+from sie_server.memory.pool import ModelPool, ModelState, Slot
+
+__all__ = ["ModelPool", "ModelState", "Slot"]

@@ -1,0 +1,34 @@
+"""Server settings: one validated object built from CLI flags and ``SIE_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPO_CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    models_dir: Path = REPO_CATALOG
+    models: list[str] | None = Field(default=None, description="ids to serve; None serves the whole catalog")
+    preload: list[str] = Field(default_factory=list)
+    device: Literal["auto", "cpu", "cuda"] | str = "auto"
+    offline: bool = False
+    threads: int = Field(default_factory=default_threads, ge=1)
+    verbose: bool = False
+    load_timeout_s: float = Field(default=300.0, gt=0, description="how long a request waits for a cold model")
+    max_queued_items: int = Field(default=65536, ge=1)
+    max_items_per_request: int = Field(default=8192, ge=1)
+    max_text_bytes: int = Field(default=256 * 1024, ge=1)
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)

@@ -1,0 +1,64 @@
+"""Session fixtures: tiny models built once, a test catalog, and one real server process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.catalog import MINILM, copy_real, tiny_cross_encoder, tiny_embedder, write_config
+from tests.helpers.server import ServerProcess
+from tests.helpers.tiny_models import build_bert_embedder, build_cross_encoder
+
+# Limits the shared test server runs with, so error tests can cross them cheaply.
+MAX_TEXT_BYTES = 4096
+MAX_BODY_BYTES = 256 * 1024
+MAX_ITEMS = 64
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {
+        "embedder": build_bert_embedder(root / "bert-embedder"),
+        "cross_encoder": build_cross_encoder(root / "bert-cross-encoder"),
+    }
+
+
+@pytest.fixture(scope="session")
+def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path]) -> Path:
+    folder = tmp_path_factory.mktemp("catalog")
+    embedder, reranker = tiny_models["embedder"], tiny_models["cross_encoder"]
+    write_config(folder, tiny_embedder("test/tiny-embedder", embedder))
+    write_config(folder, tiny_embedder("test/tiny-cls", embedder, pooling="cls", query_prefix="query: ",
+                                       doc_prefix="passage: "))  # fmt: skip
+    write_config(folder, tiny_embedder("test/tiny-cold", embedder))
+    write_config(folder, tiny_embedder("test/missing-weights", folder / "no-such-folder"))
+    write_config(folder, tiny_cross_encoder("test/tiny-reranker", reranker))
+    copy_real(folder, MINILM)
+    copy_real(folder, "BAAI/bge-small-en-v1.5")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    logs = tmp_path_factory.mktemp("server-logs")
+    proc = ServerProcess(
+        catalog_dir,
+        "--offline", "--threads", "2",
+        "--max-text-bytes", str(MAX_TEXT_BYTES),
+        "--max-body-bytes", str(MAX_BODY_BYTES),
+        "--max-items-per-request", str(MAX_ITEMS),
+        env={"HF_HOME": str(logs / "empty-hf-home")},
+        log=logs / "server.log",
+    )  # fmt: skip
+    try:
+        yield proc.wait_ready()
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def base_url(server: ServerProcess) -> str:
+    return server.url

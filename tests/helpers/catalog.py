@@ -1,0 +1,48 @@
+"""Writing catalog folders for tests: YAML files pointing at tiny or packaged models."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+REAL_CATALOG = REPO / "configs" / "models"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+CPU_PROFILE = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}}
+
+
+def write_config(folder: Path, config: dict[str, Any]) -> Path:
+    path = folder / (config["id"].replace("/", "__") + ".yaml")
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def tiny_embedder(model_id: str, path: Path, max_len: int = 64, **runtime: Any) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "embedding",
+        "tasks": {"encode": {"dense": {"dim": 32}}, "score": {"mode": "bi_encoder"}},
+        "max_sequence_length": max_len,
+        "runtime": {"pooling": "mean", "normalize": True, **runtime},
+        "profiles": CPU_PROFILE,
+    }
+
+
+def tiny_cross_encoder(model_id: str, path: Path, max_len: int = 64) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "cross_encoder",
+        "tasks": {"score": {"mode": "cross_encoder"}},
+        "max_sequence_length": max_len,
+        "profiles": CPU_PROFILE,
+    }
+
+
+def copy_real(folder: Path, model_id: str) -> Path:
+    source = REAL_CATALOG / (model_id.replace("/", "__") + ".yaml")
+    return Path(shutil.copy(source, folder / source.name))

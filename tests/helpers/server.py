@@ -1,0 +1,61 @@
+"""A real ``sie-server`` process on 127.0.0.1 for tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, models_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        command = [
+            sys.executable, "-m", "sie_server.cli", "serve",
+            "--port", str(self.port), "--models-dir", str(models_dir), *args,
+        ]  # fmt: skip
+        self._out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            command, env={**os.environ, **(env or {})}, stdout=self._out, stderr=subprocess.STDOUT
+        )
+
+    def wait_ready(self, timeout_s: float = 120.0) -> ServerProcess:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}; log: {self.tail()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"server not ready after {timeout_s}s; log: {self.tail()}")
+
+    def tail(self) -> str:
+        return self.log.read_text()[-3000:] if self.log and self.log.exists() else "(no log)"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._out is not subprocess.DEVNULL:
+            self._out.close()  # type: ignore[union-attr]

@@ -1,0 +1,85 @@
+"""Tiny random-weight models built locally, so shape and plumbing tests need no download."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+WORDS = (
+    "the a an of to and in is for on with by at from invoice total due payment lunch cafeteria "
+    "hello world query passage document model server test text long short acme corp"
+).split()
+
+
+def _vocab() -> list[str]:
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = list(string.ascii_lowercase + string.digits + string.punctuation)
+    pieces = [f"##{c}" for c in string.ascii_lowercase + string.digits]
+    return list(dict.fromkeys(special + chars + pieces + WORDS))
+
+
+def _tokenizer(folder: Path):  # type: ignore[no-untyped-def]
+    """A BERT-style WordPiece tokenizer over a small vocabulary, built with `tokenizers`."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: index for index, token in enumerate(_vocab())}
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
+
+
+def _config(max_positions: int):  # type: ignore[no-untyped-def]
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=len(_vocab()),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=max_positions,
+    )
+
+
+def build_bert_embedder(folder: Path, seed: int = 0, max_positions: int = 128) -> Path:
+    import torch
+    from transformers import BertModel
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = _tokenizer(folder)
+    torch.manual_seed(seed)
+    BertModel(_config(max_positions)).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_cross_encoder(folder: Path, seed: int = 1, max_positions: int = 128) -> Path:
+    import torch
+    from transformers import BertForSequenceClassification
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = _tokenizer(folder)
+    torch.manual_seed(seed)
+    config = _config(max_positions)
+    config.num_labels = 1
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
