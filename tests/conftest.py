@@ -31,13 +31,18 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     folder = tmp_path_factory.mktemp("catalog")
     embedder, reranker = tiny_models["embedder"], tiny_models["cross_encoder"]
     write_config(folder, tiny_embedder("test/tiny-embedder", embedder))
-    write_config(folder, tiny_embedder("test/tiny-cls", embedder, pooling="cls", query_prefix="query: ",
-                                       doc_prefix="passage: "))  # fmt: skip
+    write_config(
+        folder,
+        tiny_embedder(
+            "test/tiny-cls", embedder, pooling="cls", query_prefix="query: ", doc_prefix="passage: "
+        ),
+    )
     write_config(folder, tiny_embedder("test/tiny-cold", embedder))
     write_config(folder, tiny_embedder("test/missing-weights", folder / "no-such-folder"))
     write_config(folder, tiny_cross_encoder("test/tiny-reranker", reranker))
     copy_real(folder, MINILM)
     copy_real(folder, "BAAI/bge-small-en-v1.5")
+    copy_real(folder, "cross-encoder/ms-marco-MiniLM-L-6-v2")
     return folder
 
 
@@ -46,13 +51,18 @@ def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     logs = tmp_path_factory.mktemp("server-logs")
     proc = ServerProcess(
         catalog_dir,
-        "--offline", "--threads", "2",
-        "--max-text-bytes", str(MAX_TEXT_BYTES),
-        "--max-body-bytes", str(MAX_BODY_BYTES),
-        "--max-items-per-request", str(MAX_ITEMS),
+        "--offline",
+        "--threads",
+        "2",
+        "--max-text-bytes",
+        str(MAX_TEXT_BYTES),
+        "--max-body-bytes",
+        str(MAX_BODY_BYTES),
+        "--max-items-per-request",
+        str(MAX_ITEMS),
         env={"HF_HOME": str(logs / "empty-hf-home")},
         log=logs / "server.log",
-    )  # fmt: skip
+    )
     try:
         yield proc.wait_ready()
     finally:

@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="bind address [SIE_HOST]")
     serve.add_argument("--port", type=int, default=int(_env("PORT", "8080") or 8080), help="[SIE_PORT]")
     _add_catalog_args(serve)
-    serve.add_argument("--preload", default=_env("PRELOAD", ""), help="comma-separated ids to load before ready")
+    serve.add_argument(
+        "--preload", default=_env("PRELOAD", ""), help="comma-separated ids to load before ready"
+    )
     serve.add_argument("--device", default=_env("DEVICE", "auto"), help="auto | cpu | cuda [SIE_DEVICE]")
     serve.add_argument(
         "--offline",
@@ -49,9 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--load-timeout-s", type=float, default=float(_env("LOAD_TIMEOUT_S", "300") or 300))
     serve.add_argument("--max-queued-items", type=int, default=int(_env("MAX_QUEUED_ITEMS", "65536") or 0))
     serve.add_argument("--max-items-per-request", type=int, default=int(_env("MAX_ITEMS", "8192") or 0))
-    serve.add_argument("--max-text-bytes", type=int, default=int(_env("MAX_TEXT_BYTES", str(256 * 1024)) or 0))
-    serve.add_argument("--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", str(64 * 2**20)) or 0))
-    serve.add_argument("-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"), help="debug logs")
+    serve.add_argument(
+        "--max-text-bytes", type=int, default=int(_env("MAX_TEXT_BYTES", str(256 * 1024)) or 0)
+    )
+    serve.add_argument(
+        "--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", str(64 * 2**20)) or 0)
+    )
+    serve.add_argument(
+        "-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"), help="debug logs"
+    )
 
     models = sub.add_parser("models", help="inspect the catalog")
     models_sub = models.add_subparsers(dest="models_command", required=True)
@@ -67,7 +75,9 @@ def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
         default=Path(_env("MODELS_DIR", str(REPO_CATALOG)) or REPO_CATALOG),
         help="catalog folder of model YAML files [SIE_MODELS_DIR]",
     )
-    parser.add_argument("-m", "--models", default=_env("MODELS", ""), help="comma-separated ids to serve [SIE_MODELS]")
+    parser.add_argument(
+        "-m", "--models", default=_env("MODELS", ""), help="comma-separated ids to serve [SIE_MODELS]"
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -112,7 +122,9 @@ def list_models(args: argparse.Namespace) -> int:
     rows = [("ID", "ADAPTER", "TASKS", "SOURCE", "OFFLINE")]
     for config in sorted(catalog.list(), key=lambda c: c.id):
         source, offline = describe(config)
-        rows.append((config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no"))
+        rows.append(
+            (config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no")
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

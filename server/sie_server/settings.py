@@ -27,7 +27,9 @@ class Settings(BaseModel):
     offline: bool = False
     threads: int = Field(default_factory=default_threads, ge=1)
     verbose: bool = False
-    load_timeout_s: float = Field(default=300.0, gt=0, description="how long a request waits for a cold model")
+    load_timeout_s: float = Field(
+        default=300.0, gt=0, description="how long a request waits for a cold model"
+    )
     max_queued_items: int = Field(default=65536, ge=1)
     max_items_per_request: int = Field(default=8192, ge=1)
     max_text_bytes: int = Field(default=256 * 1024, ge=1)

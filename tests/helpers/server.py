@@ -19,14 +19,23 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, models_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
+    def __init__(
+        self, models_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         command = [
-            sys.executable, "-m", "sie_server.cli", "serve",
-            "--port", str(self.port), "--models-dir", str(models_dir), *args,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "sie_server.cli",
+            "serve",
+            "--port",
+            str(self.port),
+            "--models-dir",
+            str(models_dir),
+            *args,
+        ]
         self._out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             command, env={**os.environ, **(env or {})}, stdout=self._out, stderr=subprocess.STDOUT

@@ -28,7 +28,9 @@ def encode(base_url: str, body: object, model: str = TINY, **kw: object) -> http
 
 def test_unknown_model_suggests_nearest(base_url: str) -> None:
     r = encode(base_url, {"items": [{"text": "x"}]}, model="sentence-transformers/all-MiniLM-L6-v3")
-    assert_error(r, 404, "MODEL_NOT_FOUND", "all-MiniLM-L6-v3", "did you mean sentence-transformers/all-MiniLM-L6-v2")
+    assert_error(
+        r, 404, "MODEL_NOT_FOUND", "all-MiniLM-L6-v3", "did you mean sentence-transformers/all-MiniLM-L6-v2"
+    )
 
 
 def test_unknown_model_checked_before_the_body(base_url: str) -> None:
@@ -52,8 +54,14 @@ def test_error_is_json_even_when_msgpack_accepted(base_url: str) -> None:
         ({"items": [{"id": "a"}]}, "items[0] has no text"),
         ({"items": [{"text": "x"}], "params": {"output_types": ["sparse"]}}, "has no sparse output"),
         ({"items": [{"text": "x"}], "params": {"output_types": ["rainbow"]}}, "params.output_types.0"),
-        ({"items": [{"text": "x"}], "params": {"output_dtype": "int8"}}, "output_dtype int8 is not supported"),
-        ({"items": [{"text": "x"}], "params": {"options": {"is_query": "yes"}}}, "is_query must be true or false"),
+        (
+            {"items": [{"text": "x"}], "params": {"output_dtype": "int8"}},
+            "output_dtype int8 is not supported",
+        ),
+        (
+            {"items": [{"text": "x"}], "params": {"options": {"is_query": "yes"}}},
+            "is_query must be true or false",
+        ),
         ({"items": [{"text": "x", "images": [{"data": "aGk=", "format": "png"}]}]}, "takes text only"),
         ([1, 2], "must be an object"),
     ],
@@ -63,13 +71,18 @@ def test_invalid_encode_bodies(base_url: str, body: object, fragment: str) -> No
 
 
 def test_malformed_json(base_url: str) -> None:
-    r = httpx.post(f"{base_url}/v1/encode/{TINY}", content=b'{"items": [', headers={"Content-Type": "application/json"})
+    r = httpx.post(
+        f"{base_url}/v1/encode/{TINY}", content=b'{"items": [', headers={"Content-Type": "application/json"}
+    )
     assert_error(r, 400, "INVALID_INPUT", "not valid JSON")
 
 
 def test_malformed_msgpack(base_url: str) -> None:
-    r = httpx.post(f"{base_url}/v1/encode/{TINY}", content=b"\xc1\xff\x00",
-                   headers={"Content-Type": "application/msgpack"})  # fmt: skip
+    r = httpx.post(
+        f"{base_url}/v1/encode/{TINY}",
+        content=b"\xc1\xff\x00",
+        headers={"Content-Type": "application/msgpack"},
+    )
     assert_error(r, 400, "INVALID_INPUT", "not valid msgpack")
 
 
@@ -89,13 +102,19 @@ def test_text_over_byte_limit_is_413(base_url: str) -> None:
 
 def test_body_over_size_limit_is_413(base_url: str) -> None:
     body = msgpack.packb({"items": [{"text": "x"}], "pad": "y" * MAX_BODY_BYTES})
-    r = httpx.post(f"{base_url}/v1/encode/{TINY}", content=body, headers={"Content-Type": "application/msgpack"})
+    r = httpx.post(
+        f"{base_url}/v1/encode/{TINY}", content=body, headers={"Content-Type": "application/msgpack"}
+    )
     assert_error(r, 413, "INVALID_INPUT", "limit", str(MAX_BODY_BYTES))
 
 
 def test_task_the_model_lacks(base_url: str) -> None:
-    assert_error(encode(base_url, {"items": [{"text": "x"}]}, model="test/tiny-reranker"), 400, "INVALID_INPUT",
-                 "does not support encode")  # fmt: skip
+    assert_error(
+        encode(base_url, {"items": [{"text": "x"}]}, model="test/tiny-reranker"),
+        400,
+        "INVALID_INPUT",
+        "does not support encode",
+    )
     for task in ("extract", "generate"):
         r = httpx.post(f"{base_url}/v1/{task}/{TINY}", json={"items": [{"text": "x"}]})
         assert_error(r, 400, "INVALID_INPUT", f"does not support {task}")
@@ -110,11 +129,15 @@ def test_score_errors(base_url: str) -> None:
 
 def test_weights_unavailable_offline_is_502_with_instructions(base_url: str) -> None:
     r = encode(base_url, {"items": [{"text": "x"}]}, model="BAAI/bge-small-en-v1.5")
-    assert_error(r, 502, "MODEL_LOAD_FAILED", "BAAI/bge-small-en-v1.5", "offline", "hf download BAAI/bge-small-en-v1.5")
+    assert_error(
+        r, 502, "MODEL_LOAD_FAILED", "BAAI/bge-small-en-v1.5", "offline", "hf download BAAI/bge-small-en-v1.5"
+    )
     info = httpx.get(f"{base_url}/v1/models/BAAI/bge-small-en-v1.5").json()
     assert info["state"] == "failed" and "offline" in info["last_error"]
     # the failure is remembered, and other models keep serving
-    assert_error(encode(base_url, {"items": [{"text": "x"}]}, model="BAAI/bge-small-en-v1.5"), 502, "MODEL_LOAD_FAILED")
+    assert_error(
+        encode(base_url, {"items": [{"text": "x"}]}, model="BAAI/bge-small-en-v1.5"), 502, "MODEL_LOAD_FAILED"
+    )
     assert encode(base_url, {"items": [{"text": "x"}]}).status_code == 200
 
 
@@ -124,7 +147,12 @@ def test_missing_local_path_is_502(base_url: str) -> None:
 
 
 def test_no_wait_on_cold_model_is_503_with_retry_after(base_url: str) -> None:
-    r = encode(base_url, {"items": [{"text": "x"}]}, model="test/tiny-cold", headers={"X-SIE-Wait-For-Model": "false"})
+    r = encode(
+        base_url,
+        {"items": [{"text": "x"}]},
+        model="test/tiny-cold",
+        headers={"X-SIE-Wait-For-Model": "false"},
+    )
     assert_error(r, 503, "MODEL_LOADING", "test/tiny-cold", "loading")
     assert int(r.headers["retry-after"]) >= 1
 

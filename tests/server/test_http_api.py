@@ -27,7 +27,9 @@ def post_msgpack(base_url: str, path: str, body: object) -> httpx.Response:
 
 
 def test_encode_json_shape_ids_and_norm(base_url: str) -> None:
-    r = post_json(base_url, f"/v1/encode/{TINY}", {"items": [{"text": "hello world"}, {"id": "b", "text": "x"}]})
+    r = post_json(
+        base_url, f"/v1/encode/{TINY}", {"items": [{"text": "hello world"}, {"id": "b", "text": "x"}]}
+    )
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/json"
     body = r.json()
@@ -86,18 +88,20 @@ def test_same_text_same_vector_whatever_the_batch(base_url: str) -> None:
 def test_query_and_document_prefixes_change_the_vector(base_url: str) -> None:
     path = "/v1/encode/test/tiny-cls"
     doc = post_json(base_url, path, {"items": [{"text": "hello"}]}).json()
-    query = post_json(base_url, path, {"items": [{"text": "hello"}], "params": {"options": {"is_query": True}}})
+    query = post_json(
+        base_url, path, {"items": [{"text": "hello"}], "params": {"options": {"is_query": True}}}
+    )
     instructed = post_json(base_url, path, {"items": [{"text": "hello"}], "params": {"instruction": "find "}})
-    vectors = [
-        np.array(b["items"][0]["dense"]["values"]) for b in (doc, query.json(), instructed.json())
-    ]
+    vectors = [np.array(b["items"][0]["dense"]["values"]) for b in (doc, query.json(), instructed.json())]
     assert not np.allclose(vectors[0], vectors[1])
     assert not np.allclose(vectors[1], vectors[2])
 
 
 def test_long_text_is_truncated_and_reported(base_url: str) -> None:
     long_text = "invoice " * 200  # 200 tokens, the tiny model's limit is 64
-    r = post_json(base_url, f"/v1/encode/{TINY}", {"items": [{"id": "long", "text": long_text}, {"text": "hi"}]})
+    r = post_json(
+        base_url, f"/v1/encode/{TINY}", {"items": [{"id": "long", "text": long_text}, {"text": "hi"}]}
+    )
     assert r.status_code == 200
     assert r.json()["truncated_items"] == ["long"]
     alone = post_json(base_url, f"/v1/encode/{TINY}", {"items": [{"text": long_text}]}).json()
@@ -108,9 +112,11 @@ def test_score_cross_encoder_sorted_with_caller_ids(base_url: str) -> None:
     r = post_msgpack(
         base_url,
         "/v1/score/test/tiny-reranker",
-        {"query": {"id": "q", "text": "invoice total"}, "items": [{"id": f"d{i}", "text": t} for i, t in
-                                                                    enumerate(["lunch", "invoice", "hello"])]},
-    )  # fmt: skip
+        {
+            "query": {"id": "q", "text": "invoice total"},
+            "items": [{"id": f"d{i}", "text": t} for i, t in enumerate(["lunch", "invoice", "hello"])],
+        },
+    )
     assert r.status_code == 200
     body = msgpack.unpackb(r.content, raw=False)
     assert body["query_id"] == "q"
@@ -125,7 +131,9 @@ def test_score_with_embedding_model_is_cosine(base_url: str) -> None:
     vectors = post_json(base_url, f"/v1/encode/{TINY}", {"items": [{"text": t} for t in texts]}).json()
     v = [np.array(i["dense"]["values"]) for i in vectors["items"]]
     body = post_json(
-        base_url, f"/v1/score/{TINY}", {"query": {"text": texts[0]}, "items": [{"text": t} for t in texts[1:]]}
+        base_url,
+        f"/v1/score/{TINY}",
+        {"query": {"text": texts[0]}, "items": [{"text": t} for t in texts[1:]]},
     ).json()
     expected = {"item-0": float(v[0] @ v[1]), "item-1": float(v[0] @ v[2])}
     assert {s["item_id"]: pytest.approx(s["score"], abs=1e-5) for s in body["scores"]} == expected
@@ -161,15 +169,26 @@ def test_openai_embeddings_float_and_base64(base_url: str) -> None:
     body = post_json(base_url, "/v1/embeddings", {"model": TINY, "input": ["hello", "world"]}).json()
     assert body["object"] == "list" and [d["index"] for d in body["data"]] == [0, 1]
     assert len(body["data"][0]["embedding"]) == 32 and body["usage"]["prompt_tokens"] > 0
-    b64 = post_json(base_url, "/v1/embeddings", {"model": TINY, "input": "hello", "encoding_format": "base64"})
+    b64 = post_json(
+        base_url, "/v1/embeddings", {"model": TINY, "input": "hello", "encoding_format": "base64"}
+    )
     decoded = np.frombuffer(base64.b64decode(b64.json()["data"][0]["embedding"]), dtype="<f4")
     np.testing.assert_allclose(decoded, body["data"][0]["embedding"], atol=1e-6)
 
 
 def test_rerank_top_n_and_documents(base_url: str) -> None:
     docs = ["lunch", "invoice total", {"text": "hello"}]
-    r = post_json(base_url, "/v1/rerank", {"model": "test/tiny-reranker", "query": "invoice", "documents": docs,
-                                           "top_n": 2, "return_documents": True})  # fmt: skip
+    r = post_json(
+        base_url,
+        "/v1/rerank",
+        {
+            "model": "test/tiny-reranker",
+            "query": "invoice",
+            "documents": docs,
+            "top_n": 2,
+            "return_documents": True,
+        },
+    )
     results = r.json()["results"]
     assert len(results) == 2
     assert results[0]["relevance_score"] >= results[1]["relevance_score"]

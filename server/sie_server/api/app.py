@@ -31,10 +31,14 @@ def build_state(settings: Settings) -> ServerState:
     if settings.models:
         unknown = sorted(set(settings.models) - {c.id for c in catalog.list()})
         if unknown:
-            raise ValueError(f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}")
+            raise ValueError(
+                f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}"
+            )
     device = resolve_device(settings.device)
     pool = ModelPool(device, device_kind(device), offline=settings.offline)
-    scheduler = Scheduler(pool, max_queued_items=settings.max_queued_items, load_timeout_s=settings.load_timeout_s)
+    scheduler = Scheduler(
+        pool, max_queued_items=settings.max_queued_items, load_timeout_s=settings.load_timeout_s
+    )
     service = InferenceService(catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s)
     return ServerState(settings, catalog, pool, scheduler, service)
 
@@ -67,11 +71,5 @@ def create_app(settings: Settings) -> FastAPI:
     for module in (health, models, encode, score, compat, unsupported):
         app.include_router(module.router)
     errors.install(app)
-
-    @app.middleware("http")
-    async def version_header(request, call_next):  # type: ignore[no-untyped-def]
-        response = await call_next(request)
-        response.headers["X-SIE-Server-Version"] = __version__
-        return response
 
     return app

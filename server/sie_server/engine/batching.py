@@ -22,7 +22,6 @@ def padded_cost(lengths: Sequence[int]) -> int:
     return max(lengths) * len(lengths) if lengths else 0
 
 
-
 def form_batch(waiting: Sequence[T], max_batch_tokens: int) -> list[T]:
     """Pick the oldest item and the items nearest to it in length, up to the token budget.
 

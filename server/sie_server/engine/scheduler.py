@@ -143,7 +143,9 @@ class Scheduler:
             return
         except Exception as exc:
             log.exception("batch of %d for %s failed", len(batch), head.model.id)
-            self._fail(batch, InferenceError(f"model {head.model.id} failed on this batch ({type(exc).__name__})"))
+            self._fail(
+                batch, InferenceError(f"model {head.model.id} failed on this batch ({type(exc).__name__})")
+            )
             return
         finished = time.monotonic()
         for item, result in zip(batch, results, strict=True):

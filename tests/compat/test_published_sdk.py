@@ -1,0 +1,41 @@
+"""The published `sie-sdk` 0.10.1 client works against this server unchanged (encode, score, models, errors).
+
+It needs Python 3.12, so it runs from its own virtual environment, `.venv-compat`, which
+`make test` creates; without that environment the test is skipped and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.catalog import MINILM, REPO
+
+COMPAT_PYTHON = REPO / ".venv-compat" / "bin" / "python"
+SCRIPT = Path(__file__).with_name("published_sdk_check.py")
+
+
+@pytest.mark.skipif(
+    not COMPAT_PYTHON.exists(), reason="no .venv-compat with sie-sdk 0.10.1 (make test creates it)"
+)
+def test_published_sdk_0_10_1(base_url: str) -> None:
+    run = subprocess.run(
+        [str(COMPAT_PYTHON), str(SCRIPT), base_url, MINILM, "test/tiny-reranker"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["encode_single_shape"] == [384] and report["encode_single_dtype"] == "float32"
+    assert report["encode_list_ids"] == ["a", "b"] and report["encode_list_norms"] == [1.0, 1.0]
+    assert report["encode_timing_keys"] == ["inference_ms", "queue_ms", "tokenization_ms", "total_ms"]
+    assert report["score_query_id"] == "q"
+    assert sorted(rank for _, rank in report["score_ranks"]) == [0, 1]
+    assert MINILM in report["list_models"]
+    assert report["get_model_dims"] == {"dense": 384}
+    assert report["not_found"] == ["RequestError", "MODEL_NOT_FOUND", 404]
+    assert report["empty_items"] == ["RequestError", "INVALID_INPUT", 400]

@@ -1,0 +1,28 @@
+"""The README's pipeline script runs offline: what works prints results, what needs a download says so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.helpers.catalog import REPO
+
+
+def test_invoice_pipeline_offline(base_url: str) -> None:
+    run = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "invoice_pipeline.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SIE_URL": base_url},
+    )
+    assert "Traceback" not in run.stderr
+    assert run.returncode == 1
+    encode_line = next(line for line in run.stdout.splitlines() if line.startswith("1. encode"))
+    assert "('invoice', 0.69" in encode_line
+    assert "best    : Invoice INV-2024-0117" in run.stdout
+    # the reranker's weights are not here offline: the message says how to get them
+    assert "hf download cross-encoder/ms-marco-MiniLM-L6-v2 --revision" in run.stderr
+    assert "extract with urchade/gliner_multi-v2.1" in run.stderr
+    assert "generate with HuggingFaceTB/SmolLM2-135M-Instruct" in run.stderr
