@@ -20,6 +20,10 @@ def _env_flag(name: str) -> bool:
     return (_env(name, "") or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _float(value: str | None) -> float | None:
+    return float(value) if value else None
+
+
 def _ids(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
@@ -56,6 +60,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", str(64 * 2**20)) or 0)
+    )
+    serve.add_argument(
+        "--memory-budget",
+        default=_env("MEMORY_BUDGET"),
+        help="bytes for models (6GiB, 512MB) or a fraction of device memory / available RAM; default 0.8",
+    )
+    serve.add_argument(
+        "--pin", default=_env("PIN", ""), help="comma-separated ids loaded at start; never evicted"
+    )
+    serve.add_argument(
+        "--idle-evict-s",
+        type=float,
+        default=_float(_env("IDLE_EVICT_S")),
+        help="unload models idle this long",
+    )
+    serve.add_argument(
+        "--batch-share",
+        type=float,
+        default=float(_env("BATCH_SHARE", "0.1") or 0.1),
+        help="minimum share of batches that batch-priority work gets while interactive work waits",
+    )
+    serve.add_argument(
+        "--batch-max-tokens",
+        type=int,
+        default=int(_env("BATCH_MAX_TOKENS", "2048") or 0) or None,
+        help="token cap of a batch-priority batch (interactive work waits at most one such batch)",
     )
     serve.add_argument(
         "-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"), help="debug logs"
@@ -102,15 +132,18 @@ def serve(args: argparse.Namespace) -> int:
         max_items_per_request=args.max_items_per_request,
         max_text_bytes=args.max_text_bytes,
         max_body_bytes=args.max_body_bytes,
+        memory_budget=args.memory_budget,
+        pin=_ids(args.pin),
+        idle_evict_s=args.idle_evict_s,
+        batch_share=args.batch_share,
+        batch_max_tokens=args.batch_max_tokens,
     )
     import torch
-    import uvicorn
 
-    from sie_server.api.app import create_app
+    from sie_server.serving import run
 
     torch.set_num_threads(settings.threads)
-    app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="debug" if args.verbose else "info")
+    run(settings)
     return 0
 
 

@@ -34,3 +34,15 @@ class Settings(BaseModel):
     max_items_per_request: int = Field(default=8192, ge=1)
     max_text_bytes: int = Field(default=256 * 1024, ge=1)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    memory_budget: str | None = Field(
+        default=None,
+        description="bytes (6GiB, 512MB) or a fraction of device memory / available RAM; default 0.8",
+    )
+    pin: list[str] = Field(default_factory=list, description="ids loaded at start and never evicted")
+    idle_evict_s: float | None = Field(default=None, gt=0, description="unload models unused this long")
+    batch_share: float = Field(
+        default=0.1, ge=0, le=1, description="minimum share of batches for batch-class work"
+    )
+    batch_max_tokens: int | None = Field(
+        default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less"
+    )

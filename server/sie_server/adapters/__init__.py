@@ -14,7 +14,8 @@ _FAMILIES: dict[str, tuple[str, str]] = {
 
 
 def create_adapter(config: ModelConfig, profile: Profile, device: str) -> Adapter:
-    module, name = _FAMILIES[config.adapter]
+    """An adapter of the config's family, or of a custom class named ``package.module:Class``."""
+    module, name = _FAMILIES[config.adapter] if config.adapter in _FAMILIES else config.adapter.split(":", 1)
     cls: type[Adapter] = getattr(importlib.import_module(module), name)
     return cls(config, profile, device)
 

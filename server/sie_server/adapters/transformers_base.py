@@ -58,8 +58,8 @@ class TransformersAdapter(Adapter):
         self.run(operation, batch * 2, {})
 
     def unload(self) -> None:
+        """Drop the weights; the tokenizer stays (it is small and requests in flight may still use it)."""
         self.model = None
-        self._tokenizer = None
         gc.collect()
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()

@@ -11,20 +11,25 @@ from fastapi import FastAPI
 
 from sie_server import __version__
 from sie_server.api import errors
+from sie_server.api.middleware import RequestMetrics
 from sie_server.api.routes import compat, encode, health, models, score, unsupported
 from sie_server.api.state import ServerState
-from sie_server.catalog.loader import Catalog
+from sie_server.catalog.loader import Catalog, canonical_id
 from sie_server.device import device_kind, resolve_device
+from sie_server.engine.policy import PriorityPolicy
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.service import InferenceService
 from sie_server.errors import SIEError
+from sie_server.memory.budget import available_bytes, parse_budget
 from sie_server.memory.pool import ModelPool
+from sie_server.observability.metrics import Metrics
 from sie_server.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 def build_state(settings: Settings) -> ServerState:
+    """Every component, wired; nothing started yet."""
     catalog = Catalog(settings.models_dir, set(settings.models) if settings.models else None)
     if catalog.errors:
         raise ValueError("the catalog has invalid files:\n" + "\n".join(catalog.errors.values()))
@@ -35,16 +40,32 @@ def build_state(settings: Settings) -> ServerState:
                 f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}"
             )
     device = resolve_device(settings.device)
-    pool = ModelPool(device, device_kind(device), offline=settings.offline)
+    metrics = Metrics()
+    pinned = frozenset(canonical_id(m) for m in settings.pin)
+    budget = parse_budget(settings.memory_budget, available_bytes(device))
+    pool = ModelPool(
+        device,
+        device_kind(device),
+        offline=settings.offline,
+        budget_bytes=budget,
+        metrics=metrics,
+        pinned=pinned,
+    )
+    policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens)
     scheduler = Scheduler(
-        pool, max_queued_items=settings.max_queued_items, load_timeout_s=settings.load_timeout_s
+        pool,
+        metrics,
+        policy=policy,
+        max_queued_items=settings.max_queued_items,
+        load_timeout_s=settings.load_timeout_s,
     )
     service = InferenceService(catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s)
-    return ServerState(settings, catalog, pool, scheduler, service)
+    log.info("device %s, memory budget %.1f MiB", device, budget / 2**20)
+    return ServerState(settings, catalog, pool, scheduler, service, metrics)
 
 
 async def preload(state: ServerState) -> None:
-    for model_id in state.settings.preload:
+    for model_id in dict.fromkeys([*state.settings.pin, *state.settings.preload]):
         try:
             config = state.service.resolve(model_id)
             await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s)
@@ -58,12 +79,16 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
         state.scheduler.start()
-        preloading = asyncio.get_running_loop().create_task(preload(state))
-        preloading.add_done_callback(lambda _: setattr(state, "ready", True))
+        background = [loop.create_task(preload(state))]
+        background[0].add_done_callback(lambda _: setattr(state, "ready", True))
+        if settings.idle_evict_s:
+            background.append(loop.create_task(state.pool.evict_idle_forever(settings.idle_evict_s)))
         yield
         state.draining = True
-        preloading.cancel()
+        for task in background:
+            task.cancel()
         await state.scheduler.stop()
 
     app = FastAPI(title="SIE", version=__version__, lifespan=lifespan)
@@ -71,5 +96,6 @@ def create_app(settings: Settings) -> FastAPI:
     for module in (health, models, encode, score, compat, unsupported):
         app.include_router(module.router)
     errors.install(app)
+    app.add_middleware(RequestMetrics, state=state)
 
     return app

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_CUSTOM_ADAPTER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+FAMILIES = frozenset({"embedding", "cross_encoder"})
 
 
 class Strict(BaseModel):
@@ -84,12 +86,19 @@ class Profile(Strict):
     max_batch_tokens: int = Field(default=8192, gt=0)
     max_batch_wait_ms: float = Field(default=0.0, ge=0)
     attn: Literal["sdpa", "eager"] = "sdpa"
+    activation_reserve_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="bytes held for one full batch; estimated from the model config if unset",
+    )
 
 
 class ModelConfig(Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
     source: Source
-    adapter: Literal["embedding", "cross_encoder"]
+    adapter: str = Field(
+        description="a family (embedding, cross_encoder) or a custom adapter class as 'package.module:Class'"
+    )
     tasks: Tasks
     max_sequence_length: int = Field(gt=0)
     runtime: Runtime = Runtime()
@@ -98,6 +107,8 @@ class ModelConfig(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
+        if self.adapter not in FAMILIES and not _CUSTOM_ADAPTER.match(self.adapter):
+            raise ValueError(f"adapter must be one of {sorted(FAMILIES)} or 'package.module:Class'")
         if "cpu" not in self.profiles:
             raise ValueError("profiles needs a 'cpu' entry (the fallback for every device)")
         if not self.tasks.names():

@@ -2,27 +2,33 @@
 
 Each queued item carries its own future: a batch that fails sets the error on each of its
 items and the loop goes on. Items whose caller has gone (future cancelled) are dropped
-before they reach the model.
+before they reach the model. Which class goes next is the policy's decision.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sie_server.adapters.base import Tokens
+from sie_server.adapters.base import Adapter, Tokens
 from sie_server.catalog.schema import ModelConfig
-from sie_server.engine.batching import form_batch
-from sie_server.errors import InferenceError, QueueFull, SIEError
+from sie_server.engine.batching import form_batch, padded_cost
+from sie_server.engine.policy import PRIORITIES, PriorityPolicy
+from sie_server.errors import InferenceError, QueueFull, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
+from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 QUEUE_FULL_RETRY_AFTER_S = 1.0
+OOM_RETRY_AFTER_S = 2.0
+GroupKey = tuple[str, str, Hashable]
 
 
 @dataclass(eq=False)
@@ -44,40 +50,75 @@ class WorkItem:
         return self.tokens.length
 
     @property
-    def group(self) -> tuple[str, str, Hashable]:
+    def group(self) -> GroupKey:
         """Items of one group may share a batch: same model, same operation, same options."""
         return (self.model.id, self.operation, tuple(sorted(self.options.items())))
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    return (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or (isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+    )
+
+
 class Scheduler:
-    def __init__(self, pool: ModelPool, *, max_queued_items: int, load_timeout_s: float):
+    def __init__(
+        self,
+        pool: ModelPool,
+        metrics: Metrics,
+        *,
+        policy: PriorityPolicy,
+        max_queued_items: int,
+        load_timeout_s: float,
+    ):
         self.pool = pool
+        self.metrics = metrics
+        self.policy = policy
         self.max_queued_items = max_queued_items
         self.load_timeout_s = load_timeout_s
-        self._groups: dict[tuple[str, str, Hashable], list[WorkItem]] = {}
-        self._queued = 0
+        self._groups: dict[GroupKey, list[WorkItem]] = {}
+        self._waiting: Counter[tuple[str, str]] = Counter()  # (model, priority) -> items
+        self._running: str | None = None
         self._wake = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sie-infer")
         self._task: asyncio.Task[None] | None = None
+        pool.is_busy = self.busy
 
+    # ----- admission -----------------------------------------------------------------------
     @property
     def queued(self) -> int:
-        return self._queued
+        return sum(self._waiting.values())
+
+    def busy(self, model_id: str) -> bool:
+        """A model with queued or running work must stay resident."""
+        return self._running == model_id or any(m == model_id and n for (m, _), n in self._waiting.items())
 
     def submit(self, items: list[WorkItem]) -> None:
-        if self._queued + len(items) > self.max_queued_items:
+        if self.queued + len(items) > self.max_queued_items:
             raise QueueFull(
-                f"the server queue is full ({self._queued} items waiting, limit {self.max_queued_items}); "
-                "retry later",
+                f"the server queue is full ({self.queued} items waiting, "
+                f"limit {self.max_queued_items}); retry later",
                 retry_after=QUEUE_FULL_RETRY_AFTER_S,
             )
         for item in items:
             self._groups.setdefault(item.group, []).append(item)
-        self._queued += len(items)
+            self._count(item, +1)
         self._wake.set()
 
+    def _count(self, item: WorkItem, delta: int) -> None:
+        key = (item.model.id, item.priority)
+        self._waiting[key] += delta
+        self.metrics.queue_items.labels(*key).set(self._waiting[key])
+
+    # ----- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="sie-scheduler")
+
+    def is_idle(self) -> bool:
+        """Nothing queued and nothing running."""
+        return self._running is None and self.queued == 0
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -85,67 +126,114 @@ class Scheduler:
             await asyncio.gather(self._task, return_exceptions=True)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def _next_batch(self) -> list[WorkItem]:
-        """The batch to run next: the group whose oldest live item has waited longest."""
-        best: tuple[str, str, Hashable] | None = None
-        best_age = float("inf")
+    # ----- choosing ------------------------------------------------------------------------
+    def _drop_abandoned(self) -> None:
         for key, items in list(self._groups.items()):
             live = [i for i in items if not i.future.done()]
-            self._queued -= len(items) - len(live)
-            if not live:
+            for gone in (i for i in items if i.future.done()):
+                self._count(gone, -1)
+                self.metrics.dropped_items.labels(gone.model.id).inc()
+            if live:
+                self._groups[key] = live
+            else:
                 del self._groups[key]
-                continue
-            self._groups[key] = live
-            oldest = min(i.enqueued_at for i in live)
-            if oldest < best_age:
-                best, best_age = key, oldest
-        if best is None:
-            return []
-        waiting = self._groups[best]
-        model = waiting[0].model
-        batch = form_batch(waiting, model.profile(self.pool.device_kind).max_batch_tokens)
-        chosen = set(map(id, batch))
-        rest = [i for i in waiting if id(i) not in chosen]
-        if rest:
-            self._groups[best] = rest
-        else:
-            del self._groups[best]
-        self._queued -= len(batch)
-        return batch
 
-    async def _loop(self) -> None:
+    def _plan(self) -> tuple[list[WorkItem], int, set[str]] | None:
+        """The next batch (not yet taken off the queue), its token budget and the classes waiting."""
+        self._drop_abandoned()
+        waiting = {i.priority for items in self._groups.values() for i in items}
+        chosen = self.policy.next_class(waiting)
+        if chosen is None:
+            return None
+        best: GroupKey | None = None
+        best_age = float("inf")
+        for key, items in self._groups.items():
+            ages = [i.enqueued_at for i in items if i.priority == chosen]
+            if ages and min(ages) < best_age:
+                best, best_age = key, min(ages)
+        assert best is not None
+        candidates = [i for i in self._groups[best] if i.priority == chosen]
+        model = candidates[0].model
+        budget = self.policy.token_budget(chosen, model.profile(self.pool.device_kind).max_batch_tokens)
+        return form_batch(candidates, budget), budget, waiting
+
+    def _take(self, batch: list[WorkItem]) -> None:
+        key = batch[0].group
+        chosen = set(map(id, batch))
+        rest = [i for i in self._groups[key] if id(i) not in chosen]
+        if rest:
+            self._groups[key] = rest
+        else:
+            del self._groups[key]
+        for item in batch:
+            self._count(item, -1)
+
+    async def _next_batch(self) -> list[WorkItem]:
+        """Wait for work; hold a batch that is not full up to its model's ``max_batch_wait_ms``."""
         while True:
-            batch = self._next_batch()
-            if not batch:
+            planned = self._plan()
+            if planned is None:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            batch, budget, waiting = planned
+            wait_s = batch[0].model.profile(self.pool.device_kind).max_batch_wait_ms / 1000
+            held = time.monotonic() - min(i.enqueued_at for i in batch)
+            if wait_s > held and padded_cost([i.cost for i in batch]) < budget:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait_s - held)
+                planned = self._plan()
+                if planned is None:
+                    continue
+                batch, budget, waiting = planned
+            self.policy.record(batch[0].priority, waiting)
+            self._take(batch)
+            return batch
+
+    # ----- running -------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        while True:
+            batch = await self._next_batch()
+            self._running = batch[0].model.id
             try:
                 await self._run(batch)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the loop must outlive any batch
                 log.exception("scheduler: unexpected failure around a batch")
+            finally:
+                self._running = None
 
     async def _run(self, batch: list[WorkItem]) -> None:
         head = batch[0]
-        loop = asyncio.get_running_loop()
+        model_id = head.model.id
         try:
             adapter = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s)
             started = time.monotonic()
             for item in batch:
                 item.started_at = started
-            results = await loop.run_in_executor(
-                self._executor, adapter.run, head.operation, [i.tokens for i in batch], head.options
-            )
+                self.metrics.queue_wait.labels(model_id, item.priority).observe(started - item.enqueued_at)
+            try:
+                results = await self._execute(adapter, batch)
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                evicted = self.pool.evict_others(keep=model_id)
+                log.warning("%s: one item ran out of memory; evicted %s and retrying once", model_id, evicted)
+                results = await self._execute(adapter, batch)
         except SIEError as exc:
             self._fail(batch, exc)
             return
         except Exception as exc:
-            log.exception("batch of %d for %s failed", len(batch), head.model.id)
-            self._fail(
-                batch, InferenceError(f"model {head.model.id} failed on this batch ({type(exc).__name__})")
-            )
+            if is_out_of_memory(exc):
+                self._fail(batch, ResourceExhausted(
+                    f"model {model_id} ran out of memory on a single item even after splitting the batch and "
+                    "evicting idle models; retry later or send shorter inputs", retry_after=OOM_RETRY_AFTER_S,
+                ))  # fmt: skip
+                return
+            log.exception("batch of %d for %s failed", len(batch), model_id)
+            self._fail(batch, InferenceError(f"model {model_id} failed on this batch ({type(exc).__name__})"))
             return
         finished = time.monotonic()
         for item, result in zip(batch, results, strict=True):
@@ -153,8 +241,41 @@ class Scheduler:
             if not item.future.done():
                 item.future.set_result(result)
 
+    async def _execute(self, adapter: Adapter, batch: list[WorkItem]) -> list[Any]:
+        """Run one batch; on out-of-memory split it in halves and run those, down to single items."""
+        head = batch[0]
+        loop = asyncio.get_running_loop()
+        try:
+            results: list[Any] = await loop.run_in_executor(
+                self._executor, adapter.run, head.operation, [i.tokens for i in batch], head.options
+            )
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            self.metrics.oom.labels(head.model.id).inc()
+            if len(batch) == 1:
+                raise
+            middle = len(batch) // 2
+            log.warning("%s: batch of %d ran out of memory; splitting", head.model.id, len(batch))
+            return await self._execute(adapter, batch[:middle]) + await self._execute(adapter, batch[middle:])
+        self._observe(batch)
+        return results
+
+    def _observe(self, batch: list[WorkItem]) -> None:
+        model_id = batch[0].model.id
+        real = sum(i.cost for i in batch)
+        padded = padded_cost([i.cost for i in batch])
+        self.metrics.batch_items.labels(model_id).observe(len(batch))
+        self.metrics.batch_tokens.labels(model_id).observe(real)
+        self.metrics.padding_ratio.labels(model_id).observe(padded / max(real, 1))
+        self.metrics.real_tokens.labels(model_id).inc(real)
+        self.metrics.padded_tokens.labels(model_id).inc(padded)
+
     @staticmethod
     def _fail(batch: list[WorkItem], exc: SIEError) -> None:
         for item in batch:
             if not item.future.done():
                 item.future.set_exception(exc)
+
+
+__all__ = ["PRIORITIES", "Scheduler", "WorkItem"]

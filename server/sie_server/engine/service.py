@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ from sie_server.adapters.base import Adapter, Tokens
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.engine.scheduler import Scheduler, WorkItem
-from sie_server.errors import InvalidInput, ModelNotFound
+from sie_server.errors import ErrorCode, InvalidInput, ModelNotFound, SIEError
 from sie_server.memory.pool import ModelPool
 
 
@@ -63,6 +64,17 @@ class ScoreOutcome:
 class CallOptions:
     priority: str = "interactive"
     wait_for_load: bool = True
+    #: resolves when the caller has gone; its queued items are then dropped
+    disconnected: Callable[[], Awaitable[None]] | None = None
+
+
+class CallerGone(SIEError):
+    """The client disconnected before its answer was ready (nobody reads this error)."""
+
+    code = ErrorCode.INVALID_INPUT
+
+    def __init__(self) -> None:
+        super().__init__("client disconnected", status=499)
 
 
 class InferenceService:
@@ -161,6 +173,21 @@ class InferenceService:
         return await self.pool.acquire(model, wait=call.wait_for_load, timeout_s=self.load_timeout_s)
 
     @staticmethod
+    async def _await(items: list[WorkItem], call: CallOptions) -> list[Any]:
+        gathered: asyncio.Future[list[Any]] = asyncio.gather(*(i.future for i in items))
+        if call.disconnected is None:
+            return list(await gathered)
+        watcher: asyncio.Future[Any] = asyncio.ensure_future(call.disconnected())
+        try:
+            done, _ = await asyncio.wait([gathered, watcher], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+        if gathered not in done:
+            gathered.cancel()
+            raise CallerGone()
+        return list(gathered.result())
+
+    @staticmethod
     async def _tokenize(timing: Timing, fn: Any, *args: Any) -> list[Tokens]:
         started = time.perf_counter()
         tokens: list[Tokens] = await asyncio.to_thread(fn, *args)
@@ -183,7 +210,7 @@ class InferenceService:
         ]
         self.scheduler.submit(items)
         try:
-            results = await asyncio.gather(*(i.future for i in items))
+            results = await self._await(items, call)
         except BaseException:
             for item in items:
                 item.future.cancel()

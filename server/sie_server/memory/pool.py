@@ -1,4 +1,6 @@
-"""The model pool: loads a model on first use (once, however many callers ask) and tracks state."""
+"""The model pool: loads a model on first use (once, however many callers ask), keeps the
+charged bytes of resident models within the budget by evicting least-recently-used idle
+models, and records each model's state."""
 
 from __future__ import annotations
 
@@ -8,16 +10,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from sie_server.adapters import Adapter, create_adapter
-from sie_server.adapters.weights import resolve
+from sie_server.adapters.weights import WeightsLocation, resolve
 from sie_server.catalog.schema import ModelConfig, Profile
-from sie_server.errors import ModelLoadFailed, ModelLoading, SIEError
+from sie_server.errors import ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
+from sie_server.memory.budget import Resident, eviction_plan
+from sie_server.memory.estimate import activation_reserve, weights_bytes
+from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 AdapterFactory = Callable[[ModelConfig, Profile, str], Adapter]
 LOADING_RETRY_AFTER_S = 2.0
+BUSY_RETRY_AFTER_S = 1.0
 
 
 class ModelState(StrEnum):
@@ -35,9 +42,23 @@ class Slot:
     error: str | None = None
     weights_source: str | None = None
     resident_bytes: int = 0
+    reserve_bytes: int = 0
     load_seconds: float | None = None
     last_used: float = 0.0
     loading: asyncio.Future[Adapter] | None = None
+
+    @property
+    def charge(self) -> int:
+        """Bytes counted against the budget: while loading the estimate, once loaded the measurement."""
+        return (
+            self.resident_bytes + self.reserve_bytes
+            if self.state in (ModelState.LOADING, ModelState.LOADED)
+            else 0
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 class ModelPool:
@@ -45,21 +66,31 @@ class ModelPool:
         self,
         device: str,
         device_kind: str,
+        *,
         offline: bool,
+        budget_bytes: int,
+        metrics: Metrics,
+        pinned: frozenset[str] = frozenset(),
         factory: AdapterFactory = create_adapter,
     ):
         self.device = device
         self.device_kind = device_kind
         self.offline = offline
+        self.budget_bytes = budget_bytes
+        self.metrics = metrics
+        self.pinned = pinned
         self.factory = factory
+        self.is_busy: Callable[[str], bool] = lambda model_id: False
         self._slots: dict[str, Slot] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        metrics.memory_budget.set(budget_bytes)
 
+    # ----- state -------------------------------------------------------------------------
     def slot(self, config: ModelConfig) -> Slot:
         slot = self._slots.get(config.id)
         if slot is None or (slot.config != config and slot.state is not ModelState.LOADING):
             if slot is not None and slot.adapter is not None:
-                log.info("config of %s changed; unloading the old instance", config.id)
-                slot.adapter.unload()
+                self.evict(config.id, "config_changed")
             slot = Slot(config)
             self._slots[config.id] = slot
         return slot
@@ -67,6 +98,20 @@ class ModelPool:
     def peek(self, model_id: str) -> Slot | None:
         return self._slots.get(model_id)
 
+    def slots(self) -> list[Slot]:
+        return list(self._slots.values())
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(s.charge for s in self._slots.values())
+
+    def reset(self, config: ModelConfig) -> None:
+        """Forget a failed load so the next request tries again (an operator's call)."""
+        slot = self.slot(config)
+        if slot.state is ModelState.FAILED:
+            slot.state, slot.error, slot.loading = ModelState.AVAILABLE, None, None
+
+    # ----- acquiring ---------------------------------------------------------------------
     async def acquire(self, config: ModelConfig, *, wait: bool, timeout_s: float) -> Adapter:
         """The loaded adapter; starts the load if needed and waits for it when ``wait``."""
         slot = self.slot(config)
@@ -76,10 +121,12 @@ class ModelPool:
         if slot.state is ModelState.FAILED:
             raise ModelLoadFailed(slot.error or f"model {config.id} failed to load")
         if slot.loading is None:
-            slot.loading = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            slot.loading = loop.create_future()
             slot.loading.add_done_callback(lambda f: f.cancelled() or f.exception())
             slot.state = ModelState.LOADING
-            asyncio.get_running_loop().create_task(self._load(slot))
+            self._tasks.add(task := loop.create_task(self._load(slot, slot.loading)))
+            task.add_done_callback(self._tasks.discard)
         if not wait:
             raise ModelLoading(
                 f"model {config.id} is loading; retry shortly", retry_after=LOADING_RETRY_AFTER_S
@@ -94,45 +141,140 @@ class ModelPool:
         slot.last_used = time.monotonic()
         return adapter
 
-    async def _load(self, slot: Slot) -> None:
-        assert slot.loading is not None
+    async def _load(self, slot: Slot, done: asyncio.Future[Adapter]) -> None:
         config = slot.config
+        profile = config.profile(self.device_kind)
+        self.metrics.model_loads.labels(config.id).inc()
         started = time.perf_counter()
         try:
-            adapter = await asyncio.to_thread(self._load_blocking, slot)
+            location = await asyncio.to_thread(resolve, config, self.offline)
+            slot.weights_source = location.source
+            estimate, reserve = await asyncio.to_thread(self._estimate, location, config, profile)
+            slot.resident_bytes, slot.reserve_bytes = 0, 0  # not counted while planning its own room
+            self._make_room(config, estimate + reserve)
+            slot.resident_bytes, slot.reserve_bytes = estimate, reserve  # reserved while loading
+            adapter = await asyncio.to_thread(self._load_blocking, location, config, profile)
+        except ResourceExhausted as exc:  # not a broken model: try again when memory frees up
+            self._settle(slot, done, exc, state=ModelState.AVAILABLE)
+            return
         except SIEError as exc:
-            self._fail(slot, exc.message, exc)
+            self._settle(slot, done, exc, state=ModelState.FAILED)
             return
         except Exception as exc:
             log.exception("loading %s failed", config.id)
             message = f"model {config.id} failed to load: {type(exc).__name__}: {exc}"
-            self._fail(slot, message, ModelLoadFailed(message))
+            self._settle(slot, done, ModelLoadFailed(message), state=ModelState.FAILED)
             return
         slot.load_seconds = time.perf_counter() - started
-        slot.adapter = adapter
+        slot.adapter, slot.state = adapter, ModelState.LOADED
         slot.resident_bytes = adapter.resident_bytes()
-        slot.state = ModelState.LOADED
         slot.last_used = time.monotonic()
+        self.metrics.model_load_seconds.labels(config.id).observe(slot.load_seconds)
+        self.metrics.model_loaded.labels(config.id).set(1)
+        self._publish()
         log.info(
-            "loaded %s from %s in %.2fs (%.1f MiB)",
-            config.id,
-            slot.weights_source,
-            slot.load_seconds,
-            slot.resident_bytes / 2**20,
-        )
-        slot.loading.set_result(adapter)
+            "loaded %s from %s in %.2fs (%s weights + %s activation reserve; %s of %s budget used)",
+            config.id, slot.weights_source, slot.load_seconds, _mib(slot.resident_bytes),
+            _mib(slot.reserve_bytes), _mib(self.used_bytes), _mib(self.budget_bytes),
+        )  # fmt: skip
+        if self.used_bytes > self.budget_bytes:  # the estimate was low: make up for it now
+            try:
+                self._make_room(config, 0)
+            except ResourceExhausted:
+                log.warning("over budget after loading %s and nothing idle to evict", config.id)
+        done.set_result(adapter)
 
-    def _load_blocking(self, slot: Slot) -> Adapter:
-        location = resolve(slot.config, offline=self.offline)
-        slot.weights_source = location.source
-        adapter = self.factory(slot.config, slot.config.profile(self.device_kind), self.device)
+    def _estimate(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> tuple[int, int]:
+        folder = Path(location.path)
+        reserve = profile.activation_reserve_bytes
+        if reserve is None:
+            reserve = activation_reserve(
+                folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype
+            )
+        return weights_bytes(folder, profile.dtype), reserve
+
+    def _load_blocking(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> Adapter:
+        adapter = self.factory(config, profile, self.device)
         adapter.load(location.path)
         adapter.warmup()
         return adapter
 
-    def _fail(self, slot: Slot, message: str, exc: SIEError) -> None:
-        log.error("%s", message)
-        slot.state = ModelState.FAILED
-        slot.error = message
-        assert slot.loading is not None
-        slot.loading.set_exception(ModelLoadFailed(message) if not isinstance(exc, ModelLoadFailed) else exc)
+    def _settle(self, slot: Slot, done: asyncio.Future[Adapter], exc: SIEError, *, state: ModelState) -> None:
+        log.error("%s", exc.message)
+        slot.state, slot.loading = state, None
+        slot.resident_bytes = slot.reserve_bytes = 0
+        slot.error = exc.message if state is ModelState.FAILED else None
+        self._publish()
+        done.set_exception(exc)
+
+    # ----- memory ------------------------------------------------------------------------
+    def _make_room(self, config: ModelConfig, need: int) -> None:
+        """Evict least-recently-used idle models until ``need`` more bytes fit, or raise."""
+        if need > self.budget_bytes:
+            raise ResourceExhausted(
+                f"model {config.id} needs about {_mib(need)} (weights + activation reserve for one "
+                f"full batch), more than the whole memory budget of {_mib(self.budget_bytes)}; nothing "
+                "was evicted for it. Raise --memory-budget or lower the profile's max_batch_tokens.",
+                retry_after=None,
+            )
+        residents = [
+            Resident(s.config.id, s.charge, s.last_used, self._evictable(s))
+            for s in self._slots.values()
+            if s.charge and s.config.id != config.id
+        ]
+        plan = eviction_plan(self.budget_bytes, need, residents)
+        if plan is None:
+            raise ResourceExhausted(
+                f"model {config.id} needs about {_mib(need)} but only "
+                f"{_mib(self.budget_bytes - self.used_bytes)} of the memory budget is free and the other "
+                "resident models are busy or pinned; retry shortly",
+                retry_after=BUSY_RETRY_AFTER_S,
+            )
+        for model_id in plan:
+            self.evict(model_id, "lru")
+
+    def _evictable(self, slot: Slot) -> bool:
+        return (
+            slot.state is ModelState.LOADED
+            and slot.config.id not in self.pinned
+            and not self.is_busy(slot.config.id)
+        )
+
+    def evict(self, model_id: str, reason: str) -> bool:
+        slot = self._slots.get(model_id)
+        if slot is None or slot.state is not ModelState.LOADED or slot.adapter is None:
+            return False
+        log.info("evicting %s (%s, %s)", model_id, reason, _mib(slot.charge))
+        slot.adapter.unload()
+        slot.adapter, slot.loading, slot.state = None, None, ModelState.AVAILABLE
+        slot.resident_bytes = slot.reserve_bytes = 0
+        self.metrics.model_evictions.labels(model_id, reason).inc()
+        self.metrics.model_loaded.labels(model_id).set(0)
+        self._publish()
+        return True
+
+    def evict_idle(self, idle_for_s: float) -> list[str]:
+        now = time.monotonic()
+        stale = [
+            s.config.id
+            for s in self._slots.values()
+            if self._evictable(s) and now - s.last_used >= idle_for_s
+        ]
+        return [m for m in stale if self.evict(m, "idle")]
+
+    async def evict_idle_forever(self, idle_for_s: float) -> None:
+        """Background task: free models nobody has used for ``idle_for_s`` seconds."""
+        period = max(0.2, min(idle_for_s / 4, 5.0))
+        while True:
+            await asyncio.sleep(period)
+            self.evict_idle(idle_for_s)
+
+    def evict_others(self, keep: str) -> list[str]:
+        """Free what can be freed for a model that ran out of memory."""
+        others = [s.config.id for s in self._slots.values() if s.config.id != keep and self._evictable(s)]
+        return [m for m in others if self.evict(m, "oom")]
+
+    def _publish(self) -> None:
+        for slot in self._slots.values():
+            self.metrics.model_memory.labels(slot.config.id).set(slot.charge)
+        self.metrics.memory_used.set(self.used_bytes)

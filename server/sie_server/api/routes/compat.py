@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from sie_server.api.codec import json_response, parse
 from sie_server.api.inputs import check_count, check_text
 from sie_server.api.schemas import OpenAIEmbeddingsRequest, RerankDocument, RerankRequest
-from sie_server.api.state import call_options, server
+from sie_server.api.state import call_options, resolve, server
 from sie_server.engine.service import TextInput
 from sie_server.errors import InvalidInput
 
@@ -21,9 +21,8 @@ router = APIRouter()
 
 @router.post("/v1/embeddings")
 async def embeddings(request: Request) -> Response:
-    state = server(request)
-    body = await parse(request, OpenAIEmbeddingsRequest, state.settings.max_body_bytes)
-    config = state.service.resolve(body.model)
+    body = await parse(request, OpenAIEmbeddingsRequest, server(request).settings.max_body_bytes)
+    state, config = resolve(request, body.model, "encode")
     texts = [body.input] if isinstance(body.input, str) else body.input
     check_count(len(texts), state.settings)
     for i, text in enumerate(texts):
@@ -55,9 +54,8 @@ async def embeddings(request: Request) -> Response:
 
 @router.post("/v1/rerank")
 async def rerank(request: Request) -> Response:
-    state = server(request)
-    body = await parse(request, RerankRequest, state.settings.max_body_bytes)
-    config = state.service.resolve(body.model)
+    body = await parse(request, RerankRequest, server(request).settings.max_body_bytes)
+    state, config = resolve(request, body.model, "score")
     texts = [d.text if isinstance(d, RerankDocument) else d for d in body.documents]
     check_count(len(texts), state.settings)
     check_text(body.query, "query", state.settings)

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from sie_server.api.codec import parse, render
 from sie_server.api.inputs import text_inputs
 from sie_server.api.schemas import EncodeRequest
-from sie_server.api.state import call_options, server
+from sie_server.api.state import call_options, resolve
 from sie_server.errors import InvalidInput
 
 router = APIRouter()
@@ -20,8 +20,7 @@ SUPPORTED_DTYPES = ("float32", "float16")
 
 @router.post("/v1/encode/{model:path}")
 async def encode(model: str, request: Request) -> Response:
-    state = server(request)
-    config = state.service.resolve(model)
+    state, config = resolve(request, model, "encode")
     body = await parse(request, EncodeRequest, state.settings.max_body_bytes)
     params = body.params
     output_types: list[str] = list(params.output_types) if params and params.output_types else ["dense"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from sie_server.api.codec import json_response
 from sie_server.api.state import server
@@ -14,6 +15,11 @@ router = APIRouter()
 @router.get("/healthz")
 async def healthz() -> Response:
     return PlainTextResponse("ok")
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(server(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/readyz")

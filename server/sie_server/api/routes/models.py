@@ -40,7 +40,9 @@ def model_info(config: ModelConfig, state: ServerState) -> dict[str, Any]:
         "revision": config.source.revision,
         "state": status.value,
         "loaded": status is ModelState.LOADED,
-        "resident_bytes": live.resident_bytes if live else 0,
+        "resident_bytes": live.resident_bytes if live and status is ModelState.LOADED else 0,
+        "charge_bytes": live.charge if live else 0,
+        "pinned": config.id in state.pool.pinned,
         "weights_source": (live.weights_source if live and live.weights_source else source),
         "available_offline": offline_ok,
         "last_error": live.error if live else None,
@@ -53,6 +55,42 @@ def model_info(config: ModelConfig, state: ServerState) -> dict[str, Any]:
 async def list_models(request: Request) -> Response:
     state = server(request)
     return json_response({"models": [model_info(c, state) for c in state.catalog.list()]})
+
+
+@router.get("/v1/memory")
+async def memory(request: Request) -> Response:
+    state = server(request)
+    pool = state.pool
+    return json_response(
+        {
+            "device": pool.device,
+            "budget_bytes": pool.budget_bytes,
+            "used_bytes": pool.used_bytes,
+            "free_bytes": pool.budget_bytes - pool.used_bytes,
+            "models": [
+                {
+                    "id": s.config.id,
+                    "state": s.state.value,
+                    "charge_bytes": s.charge,
+                    "resident_bytes": s.resident_bytes if s.state is ModelState.LOADED else 0,
+                    "reserve_bytes": s.reserve_bytes,
+                    "pinned": s.config.id in pool.pinned,
+                }
+                for s in pool.slots()
+                if s.charge
+            ],
+        }
+    )
+
+
+@router.post("/v1/models/{model:path}/reload")
+async def reload(model: str, request: Request) -> Response:
+    """Clear a failed load and load again (after fixing the weights, say)."""
+    state = server(request)
+    config = state.service.resolve(model)
+    state.pool.reset(config)
+    await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s)
+    return json_response(model_info(config, state))
 
 
 @router.get("/v1/models/{model:path}")

@@ -8,15 +8,14 @@ from fastapi.responses import Response
 from sie_server.api.codec import parse, render
 from sie_server.api.inputs import text_input, text_inputs
 from sie_server.api.schemas import ScoreRequest
-from sie_server.api.state import call_options, server
+from sie_server.api.state import call_options, resolve
 
 router = APIRouter()
 
 
 @router.post("/v1/score/{model:path}")
 async def score(model: str, request: Request) -> Response:
-    state = server(request)
-    config = state.service.resolve(model)
+    state, config = resolve(request, model, "score")
     body = await parse(request, ScoreRequest, state.settings.max_body_bytes)
     query = text_input(body.query, "query", "query", config, state.settings)
     outcome = await state.service.score(

@@ -6,15 +6,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from sie_server.api.codec import read_body
-from sie_server.api.state import server
+from sie_server.api.state import resolve
 from sie_server.errors import InvalidInput
 
 router = APIRouter()
 
 
 async def _refuse(task: str, model: str, request: Request) -> Response:
-    state = server(request)
-    config = state.service.resolve(model)
+    state, config = resolve(request, model, task)
     await read_body(request, state.settings.max_body_bytes)
     raise InvalidInput(f"model {config.id} does not support {task} (its tasks: {config.tasks.names()})")
 

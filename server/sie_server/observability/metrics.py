@@ -1,0 +1,84 @@
+"""Every Prometheus metric the server exports, on one registry per server instance."""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no `*_created` series: dashboards do not use them
+
+LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+TOKEN_BUCKETS = (16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+RATIO_BUCKETS = (1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0)
+LOAD_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "sie_requests", "Requests by model, task and outcome (ok or error code)",
+            ["model", "task", "status"], registry=r,
+        )  # fmt: skip
+        self.request_duration = Histogram(
+            "sie_request_duration_seconds",
+            "Request latency",
+            ["model", "task"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_items = Gauge("sie_queue_items", "Items waiting", ["model", "priority"], registry=r)
+        self.queue_wait = Histogram(
+            "sie_queue_wait_seconds", "Time an item waited before its batch ran", ["model", "priority"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.batch_items = Histogram(
+            "sie_batch_items", "Items per batch", ["model"], buckets=SIZE_BUCKETS, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "sie_batch_tokens",
+            "Real (unpadded) tokens per batch",
+            ["model"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.padding_ratio = Histogram(
+            "sie_padding_ratio",
+            "Padded tokens / real tokens per batch",
+            ["model"],
+            buckets=RATIO_BUCKETS,
+            registry=r,
+        )
+        self.real_tokens = Counter("sie_real_tokens", "Real tokens run", ["model"], registry=r)
+        self.padded_tokens = Counter(
+            "sie_padded_tokens", "Tokens run including padding", ["model"], registry=r
+        )
+        self.dropped_items = Counter(
+            "sie_dropped_items", "Queued items dropped because their caller went away", ["model"], registry=r
+        )
+        self.model_loaded = Gauge("sie_model_loaded", "1 while the model is resident", ["model"], registry=r)
+        self.model_memory = Gauge(
+            "sie_model_memory_bytes", "Charge of a resident model (weights + activation reserve)", ["model"],
+            registry=r,
+        )  # fmt: skip
+        self.memory_budget = Gauge("sie_memory_budget_bytes", "The memory budget for models", registry=r)
+        self.memory_used = Gauge("sie_memory_used_bytes", "Charged bytes of resident models", registry=r)
+        self.model_loads = Counter("sie_model_loads", "Model loads started", ["model"], registry=r)
+        self.model_evictions = Counter(
+            "sie_model_evictions", "Models unloaded, by reason", ["model", "reason"], registry=r
+        )
+        self.model_load_seconds = Histogram(
+            "sie_model_load_seconds", "Load duration", ["model"], buckets=LOAD_BUCKETS, registry=r
+        )
+        self.oom = Counter("sie_oom", "Batches that ran out of memory", ["model"], registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
