@@ -100,3 +100,64 @@ def metric_values(url: str, names: tuple[str, ...], labels: dict[str, str]) -> d
     if not seen_names:
         return None
     return {name: found.get(name, 0.0) for name in names}
+
+
+def system_busy_seconds() -> float:
+    """CPU seconds all CPUs of the machine have spent busy (not idle, not iowait) since boot."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """Wall time and CPU use over one timed window: this process, the server, everything else.
+
+    ``other_cores`` is the machine's busy CPU over the window, less this process and the
+    server, divided by the wall time: the average number of cores other work took, i.e.
+    how far a measurement was disturbed by something else running on the machine.
+    """
+
+    def __init__(self, server_pid: int | None = None):
+        self.server_pid = server_pid
+        self.seconds = 0.0
+        self.client_cpu_s = 0.0
+        self.server_cpu_s: float | None = None
+        self.other_cpu_s = 0.0
+        self._start: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+    def _now(self) -> tuple[float, float, float, float]:
+        server = proc_cpu_seconds(self.server_pid) if self.server_pid is not None else 0.0
+        return time.perf_counter(), time.process_time(), server, system_busy_seconds()
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> float:
+        end = self._now()
+        wall, client, server, busy = (b - a for a, b in zip(self._start, end, strict=True))
+        self.seconds, self.client_cpu_s = wall, client
+        self.server_cpu_s = server if self.server_pid is not None else None
+        self.other_cpu_s = max(0.0, busy - client - server)
+        return wall
+
+    def cores(self, cpu_s: float | None) -> str:
+        return "-" if cpu_s is None or self.seconds <= 0 else f"{cpu_s / self.seconds:.2f}"
+
+
+def load_line() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average before the run: {one:.2f} (1 min), {five:.2f} (5 min)"
+
+
+def wait_quiet(max_wait_s: float, threshold_cores: float = 0.15, window_s: float = 3.0) -> str:
+    """Wait (up to ``max_wait_s``) until the machine's busy CPU over ``window_s`` is under
+    ``threshold_cores``; says what it found. ``max_wait_s`` 0: one reading, no waiting."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        busy0 = system_busy_seconds()
+        time.sleep(window_s)
+        cores = (system_busy_seconds() - busy0) / window_s
+        if cores <= threshold_cores:
+            return f"machine quiet before the run: {cores:.2f} cores busy over {window_s:.0f}s"
+        if time.monotonic() >= deadline:
+            return f"machine busy before the run: {cores:.2f} cores busy over {window_s:.0f}s (other work)"

@@ -27,9 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +36,13 @@ import numpy as np
 
 from benchmarks._common import (
     MINILM_FLOP_PER_TOKEN,
+    Meter,
+    load_line,
     machine_line,
     matmul_peak_gflops,
     metric_values,
     minilm_path,
-    proc_cpu_seconds,
+    wait_quiet,
 )
 from benchmarks.corpus import DEFAULT_COUNT, DEFAULT_SEED, build_corpus
 from sie_sdk import SIEAsyncClient, SIEClient
@@ -57,13 +58,11 @@ PADDING_GOAL = 1.10
 
 @dataclass
 class Run:
+    key: str
     label: str
-    seconds: float
+    meter: Meter
     vectors: np.ndarray
     padding: float | None = None
-    server_cpu_s: float | None = None
-    client_cpu_s: float | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def token_lengths(tokenizer: Any, texts: list[str]) -> list[int]:
@@ -88,12 +87,11 @@ def in_process(texts: list[str], threads: int, batch_size: int, warmup: list[str
     torch.set_num_threads(threads)
     model = SentenceTransformer(str(minilm_path()), device="cpu")
     model.encode(warmup, batch_size=batch_size)
-    cpu0 = time.process_time()
-    started = time.perf_counter()
+    meter = Meter()
+    meter.start()
     vectors = model.encode(texts, batch_size=batch_size, convert_to_numpy=True)
-    seconds = time.perf_counter() - started
-    run = Run(f"in-process ST (batch {batch_size})", seconds, np.asarray(vectors, dtype=np.float32))
-    run.client_cpu_s = time.process_time() - cpu0
+    meter.stop()
+    run = Run("base", f"in-process ST (batch {batch_size})", meter, np.asarray(vectors, dtype=np.float32))
     return model, run
 
 
@@ -101,24 +99,27 @@ def stack(results: list[Any]) -> np.ndarray:
     return np.stack([np.asarray(r["dense"], dtype=np.float32) for r in results])
 
 
-def mode_large(url: str, texts: list[str], wire: str) -> tuple[float, np.ndarray]:
+def mode_large(url: str, texts: list[str], wire: str, meter: Meter) -> np.ndarray:
     with SIEClient(url, wire=wire, timeout=1800) as client:
-        started = time.perf_counter()
+        client.encode(MINILM, [{"text": t} for t in texts[:8]])  # open the connection
+        meter.start()
         results = client.encode(MINILM, [{"text": t} for t in texts])
-        return time.perf_counter() - started, stack(results)
+        meter.stop()
+    return stack(results)
 
 
-def mode_sequential(url: str, texts: list[str], wire: str, size: int) -> tuple[float, np.ndarray]:
+def mode_sequential(url: str, texts: list[str], wire: str, size: int, meter: Meter) -> np.ndarray:
     out: list[Any] = []
     with SIEClient(url, wire=wire, timeout=600) as client:
-        client.encode(MINILM, [{"text": t} for t in texts[:size]])  # connection and first-request warm-up
-        started = time.perf_counter()
+        client.encode(MINILM, [{"text": t} for t in texts[:8]])  # open the connection
+        meter.start()
         for start in range(0, len(texts), size):
             out.extend(client.encode(MINILM, [{"text": t} for t in texts[start : start + size]]))
-        return time.perf_counter() - started, stack(out)
+        meter.stop()
+    return stack(out)
 
 
-async def _concurrent(url: str, texts: list[str], wire: str, clients: int) -> tuple[float, np.ndarray]:
+async def _concurrent(url: str, texts: list[str], wire: str, clients: int, meter: Meter) -> np.ndarray:
     results: list[Any] = [None] * len(texts)
     pool = [SIEAsyncClient(url, wire=wire, timeout=600) for _ in range(clients)]
     try:
@@ -130,16 +131,12 @@ async def _concurrent(url: str, texts: list[str], wire: str, clients: int) -> tu
             for index in cursor:
                 results[index] = await client.encode(MINILM, {"text": texts[index]})
 
-        started = time.perf_counter()
+        meter.start()
         await asyncio.gather(*(worker(c) for c in pool))
-        seconds = time.perf_counter() - started
+        meter.stop()
     finally:
         await asyncio.gather(*(c.aclose() for c in pool))
-    return seconds, stack(results)
-
-
-def mode_concurrent(url: str, texts: list[str], wire: str, clients: int) -> tuple[float, np.ndarray]:
-    return asyncio.run(_concurrent(url, texts, wire, clients))
+    return stack(results)
 
 
 def padding_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
@@ -162,32 +159,26 @@ def through_server(args: argparse.Namespace, texts: list[str], warmup: list[str]
         try:
             with SIEClient(server.url, wire=args.wire, timeout=600) as client:
                 client.encode(MINILM, [{"text": t} for t in warmup])  # load + warm up, like the baseline
-            labels = {"model": MINILM}
-            modes: dict[str, tuple[str, Callable[[], tuple[float, np.ndarray]]]] = {
-                "L": (
-                    f"server L: 1 request x {len(texts)}",
-                    lambda: mode_large(server.url, texts, args.wire),
-                ),
+            url, wire = server.url, args.wire
+            modes: dict[str, tuple[str, Callable[[Meter], np.ndarray]]] = {
+                "L": (f"server L: 1 request x {len(texts)}", lambda m: mode_large(url, texts, wire, m)),
                 "S": (
                     f"server S: sequential x {args.request_size}",
-                    lambda: mode_sequential(server.url, texts, args.wire, args.request_size),
+                    lambda m: mode_sequential(url, texts, wire, args.request_size, m),
                 ),
                 "C": (
                     f"server C: {args.clients} clients x 1 text",
-                    lambda: mode_concurrent(server.url, texts, args.wire, args.clients),
+                    lambda m: asyncio.run(_concurrent(url, texts, wire, args.clients, m)),
                 ),
             }
             for key in args.modes:
                 label, fn = modes[key]
-                before = metric_values(server.url, COUNTERS, labels)
-                server_cpu0, client_cpu0 = proc_cpu_seconds(server.proc.pid), time.process_time()
-                seconds, vectors = fn()
-                server_cpu = proc_cpu_seconds(server.proc.pid) - server_cpu0
-                client_cpu = time.process_time() - client_cpu0
-                after = metric_values(server.url, COUNTERS, labels)
-                run = Run(label, seconds, vectors, padding_delta(before, after), server_cpu, client_cpu)
-                runs.append(run)
-                print(f"  ... {label}: {seconds:.1f}s", flush=True)
+                meter = Meter(server.proc.pid)
+                before = metric_values(url, COUNTERS, {"model": MINILM})
+                vectors = fn(meter)
+                after = metric_values(url, COUNTERS, {"model": MINILM})
+                runs.append(Run(key, label, meter, vectors, padding_delta(before, after)))
+                print(f"  ... {label}: {meter.seconds:.1f}s", flush=True)
         except Exception:
             print("server log tail:\n" + server.tail())
             raise
@@ -207,6 +198,9 @@ def main() -> None:
     parser.add_argument("--wire", choices=("msgpack", "json"), default="msgpack")
     parser.add_argument("--modes", default="LSC", help="server modes to run, a subset of LSC")
     parser.add_argument("--quick", action="store_true", help="a 300-text corpus (about 4x faster)")
+    parser.add_argument(
+        "--wait-quiet", type=float, default=0.0, metavar="S", help="wait up to S s for other CPU load to stop"
+    )
     args = parser.parse_args()
     if args.quick:
         args.count = min(args.count, 300)
@@ -215,6 +209,8 @@ def main() -> None:
     texts = build_corpus(args.count, args.seed)
     warmup = texts[: min(64, len(texts))]
     print(machine_line(args.threads))
+    print(load_line())
+    print(wait_quiet(args.wait_quiet))
     peak = matmul_peak_gflops(args.threads)
     print(f"fp32 matmul peak (2048x2048, {args.threads} threads, best of 7): {peak:.1f} GFLOP/s")
 
@@ -222,42 +218,50 @@ def main() -> None:
     lengths = token_lengths(model.tokenizer, texts)
     real_tokens = sum(lengths)
     base.padding = st_padding(texts, lengths, args.batch_size)
-    base.notes.append("padding computed from ST's own batching")
     del model
     words = sum(len(t.split()) for t in texts)
     print(
         f"corpus: {len(texts)} texts (seed {args.seed}), {words} words, {real_tokens} real tokens "
         f"(truncated at {MAX_TOKENS}; mean {real_tokens / len(texts):.1f}, max {max(lengths)})"
     )
-    print(f"  ... {base.label}: {base.seconds:.1f}s", flush=True)
+    print(f"  ... {base.label}: {base.meter.seconds:.1f}s", flush=True)
 
     runs = [base, *through_server(args, texts, warmup)]
-    base_rate = len(texts) / base.seconds
+    base_rate = len(texts) / base.meter.seconds
     print()
     header = (
         f"{'mode':34s} {'texts/s':>8s} {'ratio':>7s} {'goal':>6s} {'GFLOP/s':>8s} {'%peak':>6s} "
-        f"{'padding':>8s} {'max|diff|':>10s} {'srv CPU s':>9s} {'cli CPU s':>9s}"
+        f"{'padding':>8s} {'w/pad GF/s':>10s} {'max|diff|':>10s} {'srv cores':>9s} {'cli cores':>9s} "
+        f"{'other':>6s}"
     )
     print(header)
     print("-" * len(header))
-    for key, run in zip(["base", *args.modes], runs, strict=True):
-        rate = len(texts) / run.seconds
-        gflops = real_tokens * MINILM_FLOP_PER_TOKEN / run.seconds / 1e9
-        goal = GOALS.get(key)
+    for run in runs:
+        meter = run.meter
+        rate = len(texts) / meter.seconds
+        gflops = real_tokens * MINILM_FLOP_PER_TOKEN / meter.seconds / 1e9
+        goal = GOALS.get(run.key)
         verdict = "" if goal is None else f"{goal:.2f}{'+' if rate / base_rate >= goal else '!'}"
         padding = "n/a" if run.padding is None else f"{run.padding:.3f}"
+        if run is not base and run.padding is not None:
+            padding += "+" if run.padding <= PADDING_GOAL else "!"
+        padded = "n/a" if run.padding is None else f"{gflops * run.padding:.1f}"
         diff = "-" if run is base else f"{float(np.max(np.abs(run.vectors - base.vectors))):.2e}"
-        srv = "-" if run.server_cpu_s is None else f"{run.server_cpu_s:.1f}"
-        cli = "-" if run.client_cpu_s is None else f"{run.client_cpu_s:.1f}"
         print(
             f"{run.label:34s} {rate:8.1f} {rate / base_rate:6.2f}x {verdict:>6s} {gflops:8.1f} "
-            f"{100 * gflops / peak:5.1f}% {padding:>8s} {diff:>10s} {srv:>9s} {cli:>9s}"
+            f"{100 * gflops / peak:5.1f}% {padding:>8s} {padded:>10s} {diff:>10s} "
+            f"{meter.cores(meter.server_cpu_s):>9s} {meter.cores(meter.client_cpu_s):>9s} "
+            f"{meter.cores(meter.other_cpu_s):>6s}"
         )
+    flop = f"{MINILM_FLOP_PER_TOKEN / 1e6:.0f} MFLOP"
     print(
-        f"\ngoal column: ratio needed (+ met, ! missed); padding goal <= {PADDING_GOAL:.2f} for the server "
-        f"modes; max|diff| over all {len(texts)} vectors, goal <= 1e-5.\n"
-        "baseline padding is computed from sentence-transformers' own length-sorted batches; "
-        "srv/cli CPU s = CPU seconds the server process / this process used during the mode."
+        "\nratio: texts/s over the in-process baseline; goal: the ratio asked for (+ met, ! missed).\n"
+        f"GFLOP/s: {flop} x real tokens / s; w/pad GF/s: the same counting padded tokens (work run).\n"
+        f"padding: padded / real tokens, goal <= {PADDING_GOAL:.2f} (+/!; the baseline's is computed from\n"
+        "  sentence-transformers' own length-sorted batches of the same texts).\n"
+        f"max|diff|: largest |server - in-process| over all {len(texts)} vectors, goal <= 1e-5.\n"
+        "srv / cli / other cores: average cores busy in the server process / this process / anything\n"
+        "  else on the machine during the timed window (other > 0.1: the figures were disturbed)."
     )
 
 

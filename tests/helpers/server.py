@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -37,8 +39,13 @@ class ServerProcess:
             *args,
         ]
         self._out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        # the repository root on the path, so test catalogs can name adapters in tests/helpers
+        pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
-            command, env={**os.environ, **(env or {})}, stdout=self._out, stderr=subprocess.STDOUT
+            command,
+            env={**os.environ, "PYTHONPATH": pythonpath, **(env or {})},
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
         )
 
     def wait_ready(self, timeout_s: float = 120.0) -> ServerProcess:

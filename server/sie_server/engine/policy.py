@@ -28,7 +28,7 @@ class PriorityPolicy:
         if len(waiting) == 1:
             return next(iter(waiting))
         total = self._contended[INTERACTIVE] + self._contended[BATCH]
-        owed = self._contended[BATCH] < self.batch_share * (total + 1)
+        owed = self._contended[BATCH] < self.batch_share * total
         return BATCH if owed else INTERACTIVE
 
     def record(self, chosen: str, waiting: Collection[str]) -> None:

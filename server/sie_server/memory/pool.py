@@ -179,7 +179,7 @@ class ModelPool:
         )  # fmt: skip
         if self.used_bytes > self.budget_bytes:  # the estimate was low: make up for it now
             try:
-                self._make_room(config, 0)
+                self._make_room(config, slot.charge)
             except ResourceExhausted:
                 log.warning("over budget after loading %s and nothing idle to evict", config.id)
         done.set_result(adapter)

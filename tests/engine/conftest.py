@@ -1,0 +1,91 @@
+"""An engine (pool + scheduler + service) built in-process around fake adapters."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sie_server.catalog.schema import ModelConfig
+from sie_server.engine.policy import PriorityPolicy
+from sie_server.engine.scheduler import Scheduler
+from sie_server.engine.service import CallOptions, InferenceService, TextInput
+from sie_server.memory.pool import ModelPool
+from sie_server.observability.metrics import Metrics
+from tests.helpers.fake_adapter import Behaviour, fake_factory
+
+
+def fake_config(model_id: str, folder: Path, *, reserve: int = 0, max_batch_tokens: int = 64,
+                wait_ms: float = 0.0) -> ModelConfig:  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    return ModelConfig.model_validate(
+        {
+            "id": model_id,
+            "source": {"path": str(folder)},
+            "adapter": "embedding",
+            "tasks": {"encode": {"dense": {"dim": 4}}},
+            "max_sequence_length": 512,
+            "profiles": {
+                "cpu": {
+                    "max_batch_tokens": max_batch_tokens,
+                    "max_batch_wait_ms": wait_ms,
+                    "activation_reserve_bytes": reserve,
+                }
+            },
+        }
+    )
+
+
+@dataclass
+class Engine:
+    behaviour: Behaviour
+    pool: ModelPool
+    scheduler: Scheduler
+    service: InferenceService
+    metrics: Metrics
+
+    async def encode(
+        self, config: ModelConfig, texts: list[str], priority: str = "interactive"
+    ) -> list[float]:
+        outcome = await self.service.encode(
+            config,
+            [TextInput(str(i), t) for i, t in enumerate(texts)],
+            output_types=["dense"],
+            is_query=False,
+            instruction=None,
+            call=CallOptions(priority=priority),
+        )
+        return [float(o["dense"][0]) for o in outcome.outputs]
+
+    def metric(self, name: str, **labels: str) -> float:
+        value = self.metrics.registry.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+
+EngineFactory = Callable[..., Engine]
+
+
+@pytest.fixture
+async def make_engine() -> AsyncIterator[EngineFactory]:
+    engines: list[Engine] = []
+
+    def make(budget: int = 10**9, *, batch_share: float = 0.1, batch_max_tokens: int | None = None,
+             max_queued_items: int = 1000, pinned: frozenset[str] = frozenset(),
+             behaviour: Behaviour | None = None) -> Engine:  # fmt: skip
+        behaviour = behaviour or Behaviour()
+        metrics = Metrics()
+        pool = ModelPool("cpu", "cpu", offline=True, budget_bytes=budget, metrics=metrics, pinned=pinned,
+                         factory=fake_factory(behaviour))  # fmt: skip
+        scheduler = Scheduler(pool, metrics, policy=PriorityPolicy(batch_share, batch_max_tokens),
+                              max_queued_items=max_queued_items, load_timeout_s=30)  # fmt: skip
+        service = InferenceService(None, pool, scheduler, load_timeout_s=30)  # type: ignore[arg-type]
+        scheduler.start()
+        engine = Engine(behaviour, pool, scheduler, service, metrics)
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        await engine.scheduler.stop()

@@ -1,0 +1,76 @@
+"""A tiny model-free adapter for engine tests: records its batches, can be slow or run out of memory."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sie_server.adapters.base import Adapter, Tokens
+from sie_server.catalog.schema import ModelConfig, Profile
+
+
+class FakeOutOfMemory(RuntimeError):
+    def __init__(self) -> None:
+        super().__init__("CUDA out of memory (simulated)")
+
+
+@dataclass
+class Behaviour:
+    """How the fake models behave; shared by every adapter a factory makes."""
+
+    resident_bytes: dict[str, int] = field(default_factory=dict)  # model id -> bytes after load
+    load_delay_s: float = 0.0
+    run_delay_s: float = 0.0
+    fail_load: set[str] = field(default_factory=set)
+    oom_above: dict[str, int] = field(default_factory=dict)  # model id -> largest batch that fits
+    loads: list[str] = field(default_factory=list)
+    batches: list[tuple[str, list[int]]] = field(default_factory=list)  # (model, item lengths)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class FakeAdapter(Adapter):
+    operations = frozenset({"encode"})
+
+    def __init__(self, config: ModelConfig, profile: Profile, device: str, behaviour: Behaviour):
+        super().__init__(config, profile, device)
+        self.behaviour = behaviour
+        self.loaded = False
+
+    def load(self, weights: Path) -> None:
+        with self.behaviour.lock:
+            self.behaviour.loads.append(self.config.id)
+        time.sleep(self.behaviour.load_delay_s)
+        if self.config.id in self.behaviour.fail_load:
+            raise OSError(f"simulated broken weights for {self.config.id}")
+        self.loaded = True
+
+    def unload(self) -> None:
+        self.loaded = False
+
+    def resident_bytes(self) -> int:
+        return self.behaviour.resident_bytes.get(self.config.id, 0) if self.loaded else 0
+
+    def tokenize_texts(self, texts: list[str]) -> list[Tokens]:
+        return [Tokens(list(range(len(t.split()) + 2)), None, False) for t in texts]
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        assert self.loaded, "ran on an unloaded model"
+        limit = self.behaviour.oom_above.get(self.config.id)
+        if limit is not None and len(batch) > limit:
+            raise FakeOutOfMemory()
+        time.sleep(self.behaviour.run_delay_s)
+        with self.behaviour.lock:
+            self.behaviour.batches.append((self.config.id, [t.length for t in batch]))
+        return [{"dense": np.full(4, t.length, dtype=np.float32)} for t in batch]
+
+
+def fake_factory(behaviour: Behaviour) -> Any:
+    def make(config: ModelConfig, profile: Profile, device: str) -> Adapter:
+        return FakeAdapter(config, profile, device, behaviour)
+
+    return make

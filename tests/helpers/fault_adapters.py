@@ -1,0 +1,30 @@
+"""Fault-injecting adapters for server-process tests, named in a test catalog as
+``adapter: tests.helpers.fault_adapters:Class``. They live in tests/, never in the server."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from sie_server.adapters.base import Tokens
+from sie_server.adapters.embedding import EmbeddingAdapter
+
+SLOW_BATCH_S = 0.25
+
+
+class SlowEmbedding(EmbeddingAdapter):
+    """Every batch takes at least SLOW_BATCH_S, so work piles up behind it."""
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        time.sleep(SLOW_BATCH_S)
+        return super().run(operation, batch, options)
+
+
+class FlakyLoad(EmbeddingAdapter):
+    """Fails to load until a file named READY exists beside the weights."""
+
+    def load(self, weights: Path) -> None:
+        if not (weights / "READY").exists():
+            raise OSError(f"simulated corrupt weights in {weights} (no READY file)")
+        super().load(weights)
