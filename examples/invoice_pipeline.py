@@ -27,8 +27,7 @@ GENERATOR = os.environ.get("SIE_GENERATOR", "HuggingFaceTB/SmolLM2-135M-Instruct
 
 QUESTION = "How much do we owe Acme Corp, and when is it due?"
 TEXTS = {
-    "invoice": "Invoice INV-2024-0117 from Acme Corp: 12 hours of consulting, "
-    "total due 4,250.00 EUR by 31 March 2024.",
+    "invoice": "Invoice INV-2024-0117 from Acme Corp: 12 hours of consulting, total due 4,250.00 EUR by 31 March 2024.",
     "contract": "The master services agreement with Acme Corp renews every January "
     "and can be cancelled with 60 days notice.",
     "travel": "Our travel policy reimburses economy-class flights for trips shorter than six hours.",

@@ -33,9 +33,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_embedder("test/tiny-embedder", embedder))
     write_config(
         folder,
-        tiny_embedder(
-            "test/tiny-cls", embedder, pooling="cls", query_prefix="query: ", doc_prefix="passage: "
-        ),
+        tiny_embedder("test/tiny-cls", embedder, pooling="cls", query_prefix="query: ", doc_prefix="passage: "),
     )
     write_config(folder, tiny_embedder("test/tiny-cold", embedder))
     write_config(folder, tiny_embedder("test/missing-weights", folder / "no-such-folder"))

@@ -59,9 +59,7 @@ class SIEAsyncClient:
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._core = ClientCore(
-            base_url, timeout=timeout, priority=priority, wire=wire, retry=retry, headers=headers
-        )
+        self._core = ClientCore(base_url, timeout=timeout, priority=priority, wire=wire, retry=retry, headers=headers)
         self._http = httpx.AsyncClient(transport=transport, follow_redirects=False)
 
     @property

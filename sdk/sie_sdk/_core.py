@@ -172,9 +172,7 @@ def error_from_response(response: httpx.Response) -> APIError:
     code = code or response.headers.get("x-sie-error-code")
     if not message:
         message = response.text.strip()[:1000] or response.reason_phrase or f"HTTP {response.status_code}"
-    return api_error(
-        response.status_code, code, message, parse_retry_after(response.headers.get("retry-after"))
-    )
+    return api_error(response.status_code, code, message, parse_retry_after(response.headers.get("retry-after")))
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -58,8 +58,7 @@ def encode_image(image: Any) -> dict[str, Any]:
     if _is_pil_image(image):
         return {"data": _pil_to_png(image), "format": "png"}
     raise TypeError(
-        f"an image must be bytes, a file path, a PIL image or {{'data', 'format'}}, "
-        f"not {type(image).__name__}"
+        f"an image must be bytes, a file path, a PIL image or {{'data', 'format'}}, not {type(image).__name__}"
     )
 
 

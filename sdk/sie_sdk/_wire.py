@@ -107,9 +107,7 @@ def _msgpack_object_hook(obj: dict[Any, Any]) -> Any:
     if _is_ndarray_map(obj):
         return msgpack_map_to_array(obj)
     if any(isinstance(key, bytes) for key in obj):
-        return {
-            (key.decode("utf-8", "replace") if isinstance(key, bytes) else key): v for key, v in obj.items()
-        }
+        return {(key.decode("utf-8", "replace") if isinstance(key, bytes) else key): v for key, v in obj.items()}
     return obj
 
 

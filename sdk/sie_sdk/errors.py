@@ -123,9 +123,7 @@ ERROR_TABLE: dict[str, tuple[type[APIError], int]] = {
 }
 
 
-def api_error(
-    status_code: int | None, code: str | None, message: str, retry_after: float | None = None
-) -> APIError:
+def api_error(status_code: int | None, code: str | None, message: str, retry_after: float | None = None) -> APIError:
     """The exception for one error answer: by code first, then by status class.
 
     ``status_code=None`` (an error reported inside a stream) takes the code's usual status.

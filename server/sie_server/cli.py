@@ -36,9 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="bind address [SIE_HOST]")
     serve.add_argument("--port", type=int, default=int(_env("PORT", "8080") or 8080), help="[SIE_PORT]")
     _add_catalog_args(serve)
-    serve.add_argument(
-        "--preload", default=_env("PRELOAD", ""), help="comma-separated ids to load before ready"
-    )
+    serve.add_argument("--preload", default=_env("PRELOAD", ""), help="comma-separated ids to load before ready")
     serve.add_argument("--device", default=_env("DEVICE", "auto"), help="auto | cpu | cuda [SIE_DEVICE]")
     serve.add_argument(
         "--offline",
@@ -55,20 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--load-timeout-s", type=float, default=float(_env("LOAD_TIMEOUT_S", "300") or 300))
     serve.add_argument("--max-queued-items", type=int, default=int(_env("MAX_QUEUED_ITEMS", "65536") or 0))
     serve.add_argument("--max-items-per-request", type=int, default=int(_env("MAX_ITEMS", "8192") or 0))
-    serve.add_argument(
-        "--max-text-bytes", type=int, default=int(_env("MAX_TEXT_BYTES", str(256 * 1024)) or 0)
-    )
-    serve.add_argument(
-        "--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", str(64 * 2**20)) or 0)
-    )
+    serve.add_argument("--max-text-bytes", type=int, default=int(_env("MAX_TEXT_BYTES", str(256 * 1024)) or 0))
+    serve.add_argument("--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", str(64 * 2**20)) or 0))
     serve.add_argument(
         "--memory-budget",
         default=_env("MEMORY_BUDGET"),
         help="bytes for models (6GiB, 512MB) or a fraction of device memory / available RAM; default 0.8",
     )
-    serve.add_argument(
-        "--pin", default=_env("PIN", ""), help="comma-separated ids loaded at start; never evicted"
-    )
+    serve.add_argument("--pin", default=_env("PIN", ""), help="comma-separated ids loaded at start; never evicted")
     serve.add_argument(
         "--idle-evict-s",
         type=float,
@@ -82,14 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="minimum share of batches that batch-priority work gets while interactive work waits",
     )
     serve.add_argument(
+        "--single-lane",
+        action="store_true",
+        default=_env_flag("SINGLE_LANE"),
+        help="one execution lane: interactive batches wait for a running batch-class batch to finish",
+    )
+    serve.add_argument(
         "--batch-max-tokens",
         type=int,
         default=int(_env("BATCH_MAX_TOKENS", "2048") or 0) or None,
         help="token cap of a batch-priority batch (interactive work waits at most one such batch)",
     )
-    serve.add_argument(
-        "-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"), help="debug logs"
-    )
+    serve.add_argument("-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"), help="debug logs")
 
     models = sub.add_parser("models", help="inspect the catalog")
     models_sub = models.add_subparsers(dest="models_command", required=True)
@@ -105,9 +101,7 @@ def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
         default=Path(_env("MODELS_DIR", str(REPO_CATALOG)) or REPO_CATALOG),
         help="catalog folder of model YAML files [SIE_MODELS_DIR]",
     )
-    parser.add_argument(
-        "-m", "--models", default=_env("MODELS", ""), help="comma-separated ids to serve [SIE_MODELS]"
-    )
+    parser.add_argument("-m", "--models", default=_env("MODELS", ""), help="comma-separated ids to serve [SIE_MODELS]")
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -137,6 +131,7 @@ def serve(args: argparse.Namespace) -> int:
         idle_evict_s=args.idle_evict_s,
         batch_share=args.batch_share,
         batch_max_tokens=args.batch_max_tokens,
+        single_lane=args.single_lane,
     )
     import torch
 
@@ -155,9 +150,7 @@ def list_models(args: argparse.Namespace) -> int:
     rows = [("ID", "ADAPTER", "TASKS", "SOURCE", "OFFLINE")]
     for config in sorted(catalog.list(), key=lambda c: c.id):
         source, offline = describe(config)
-        rows.append(
-            (config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no")
-        )
+        rows.append((config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -27,9 +27,7 @@ class Settings(BaseModel):
     offline: bool = False
     threads: int = Field(default_factory=default_threads, ge=1)
     verbose: bool = False
-    load_timeout_s: float = Field(
-        default=300.0, gt=0, description="how long a request waits for a cold model"
-    )
+    load_timeout_s: float = Field(default=300.0, gt=0, description="how long a request waits for a cold model")
     max_queued_items: int = Field(default=65536, ge=1)
     max_items_per_request: int = Field(default=8192, ge=1)
     max_text_bytes: int = Field(default=256 * 1024, ge=1)
@@ -40,8 +38,9 @@ class Settings(BaseModel):
     )
     pin: list[str] = Field(default_factory=list, description="ids loaded at start and never evicted")
     idle_evict_s: float | None = Field(default=None, gt=0, description="unload models unused this long")
-    batch_share: float = Field(
-        default=0.1, ge=0, le=1, description="minimum share of batches for batch-class work"
+    batch_share: float = Field(default=0.1, ge=0, le=1, description="minimum share of batches for batch-class work")
+    single_lane: bool = Field(
+        default=False, description="run batch-class and interactive batches in one lane instead of two"
     )
     batch_max_tokens: int | None = Field(
         default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less"

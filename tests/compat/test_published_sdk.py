@@ -18,9 +18,7 @@ COMPAT_PYTHON = REPO / ".venv-compat" / "bin" / "python"
 SCRIPT = Path(__file__).with_name("published_sdk_check.py")
 
 
-@pytest.mark.skipif(
-    not COMPAT_PYTHON.exists(), reason="no .venv-compat with sie-sdk 0.10.1 (make test creates it)"
-)
+@pytest.mark.skipif(not COMPAT_PYTHON.exists(), reason="no .venv-compat with sie-sdk 0.10.1 (make test creates it)")
 def test_published_sdk_0_10_1(base_url: str) -> None:
     run = subprocess.run(
         [str(COMPAT_PYTHON), str(SCRIPT), base_url, MINILM, "test/tiny-reranker"],

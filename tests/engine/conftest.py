@@ -17,8 +17,9 @@ from sie_server.observability.metrics import Metrics
 from tests.helpers.fake_adapter import Behaviour, fake_factory
 
 
-def fake_config(model_id: str, folder: Path, *, reserve: int = 0, max_batch_tokens: int = 64,
-                wait_ms: float = 0.0) -> ModelConfig:  # fmt: skip
+def fake_config(
+    model_id: str, folder: Path, *, reserve: int = 0, max_batch_tokens: int = 64, wait_ms: float = 0.0
+) -> ModelConfig:
     folder.mkdir(parents=True, exist_ok=True)
     return ModelConfig.model_validate(
         {
@@ -46,9 +47,7 @@ class Engine:
     service: InferenceService
     metrics: Metrics
 
-    async def encode(
-        self, config: ModelConfig, texts: list[str], priority: str = "interactive"
-    ) -> list[float]:
+    async def encode(self, config: ModelConfig, texts: list[str], priority: str = "interactive") -> list[float]:
         outcome = await self.service.encode(
             config,
             [TextInput(str(i), t) for i, t in enumerate(texts)],
@@ -71,15 +70,34 @@ EngineFactory = Callable[..., Engine]
 async def make_engine() -> AsyncIterator[EngineFactory]:
     engines: list[Engine] = []
 
-    def make(budget: int = 10**9, *, batch_share: float = 0.1, batch_max_tokens: int | None = None,
-             max_queued_items: int = 1000, pinned: frozenset[str] = frozenset(),
-             behaviour: Behaviour | None = None) -> Engine:  # fmt: skip
+    def make(
+        budget: int = 10**9,
+        *,
+        batch_share: float = 0.1,
+        batch_max_tokens: int | None = None,
+        max_queued_items: int = 1000,
+        pinned: frozenset[str] = frozenset(),
+        behaviour: Behaviour | None = None,
+        lanes: bool = True,
+    ) -> Engine:
         behaviour = behaviour or Behaviour()
         metrics = Metrics()
-        pool = ModelPool("cpu", "cpu", offline=True, budget_bytes=budget, metrics=metrics, pinned=pinned,
-                         factory=fake_factory(behaviour))  # fmt: skip
-        scheduler = Scheduler(pool, metrics, policy=PriorityPolicy(batch_share, batch_max_tokens),
-                              max_queued_items=max_queued_items, load_timeout_s=30)  # fmt: skip
+        pool = ModelPool(
+            "cpu",
+            "cpu",
+            offline=True,
+            budget_bytes=budget,
+            metrics=metrics,
+            pinned=pinned,
+            factory=fake_factory(behaviour),
+        )
+        scheduler = Scheduler(
+            pool,
+            metrics,
+            policy=PriorityPolicy(batch_share, batch_max_tokens, lanes),
+            max_queued_items=max_queued_items,
+            load_timeout_s=30,
+        )
         service = InferenceService(None, pool, scheduler, load_timeout_s=30)  # type: ignore[arg-type]
         scheduler.start()
         engine = Engine(behaviour, pool, scheduler, service, metrics)

@@ -79,9 +79,7 @@ async def test_concurrent_first_requests_load_once(make_engine: EngineFactory, t
 
 
 async def test_busy_and_pinned_models_are_not_evicted(make_engine: EngineFactory, tmp_path: Path) -> None:
-    engine = make_engine(
-        budget=150 * MB, pinned=frozenset({"t/pinned"}), behaviour=Behaviour(run_delay_s=0.3)
-    )
+    engine = make_engine(budget=150 * MB, pinned=frozenset({"t/pinned"}), behaviour=Behaviour(run_delay_s=0.3))
     pinned = fake_config("t/pinned", tmp_path / "p", reserve=100 * MB)
     other = fake_config("t/other", tmp_path / "o", reserve=100 * MB)
     await engine.encode(pinned, ["x"])

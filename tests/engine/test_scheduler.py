@@ -12,9 +12,7 @@ from tests.engine.conftest import EngineFactory, fake_config
 from tests.helpers.fake_adapter import Behaviour
 
 
-async def test_items_from_different_requests_share_a_batch(
-    make_engine: EngineFactory, tmp_path: Path
-) -> None:
+async def test_items_from_different_requests_share_a_batch(make_engine: EngineFactory, tmp_path: Path) -> None:
     engine = make_engine(behaviour=Behaviour(run_delay_s=0.1))
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=64)
     blocker = asyncio.create_task(engine.encode(model, ["occupy the device"]))
@@ -28,9 +26,7 @@ async def test_items_from_different_requests_share_a_batch(
     assert engine.metric("sie_batch_items_count", model="t/m") == 2
 
 
-async def test_a_request_spans_batches_and_is_reassembled_in_order(
-    make_engine: EngineFactory, tmp_path: Path
-) -> None:
+async def test_a_request_spans_batches_and_is_reassembled_in_order(make_engine: EngineFactory, tmp_path: Path) -> None:
     engine = make_engine()
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=16)
     texts = [" ".join(["w"] * n) for n in (9, 1, 5, 12, 2, 7, 3)]
@@ -44,8 +40,10 @@ async def test_a_request_spans_batches_and_is_reassembled_in_order(
     assert real == sum(n + 2 for n in (9, 1, 5, 12, 2, 7, 3)) and padded >= real
 
 
-async def test_interactive_goes_before_waiting_batch_work(make_engine: EngineFactory, tmp_path: Path) -> None:
-    engine = make_engine(behaviour=Behaviour(run_delay_s=0.05))
+async def test_one_lane_serves_interactive_before_waiting_batch_work(
+    make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    engine = make_engine(behaviour=Behaviour(run_delay_s=0.05), lanes=False)
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=64)
     blocker = asyncio.create_task(engine.encode(model, ["x"]))
     await asyncio.sleep(0.02)
@@ -58,10 +56,10 @@ async def test_interactive_goes_before_waiting_batch_work(make_engine: EngineFac
     assert order[2] == [7, 7, 7]
 
 
-async def test_batch_work_keeps_its_share_under_interactive_load(
+async def test_one_lane_keeps_batch_works_share_under_interactive_load(
     make_engine: EngineFactory, tmp_path: Path
 ) -> None:
-    engine = make_engine(batch_share=0.2, behaviour=Behaviour(run_delay_s=0.001))
+    engine = make_engine(batch_share=0.2, behaviour=Behaviour(run_delay_s=0.001), lanes=False)
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=4)  # one item per batch
     blocker = asyncio.create_task(engine.encode(model, ["x x"]))
     await asyncio.sleep(0.01)
@@ -72,6 +70,25 @@ async def test_batch_work_keeps_its_share_under_interactive_load(
     first_40 = lengths[:40]
     batch_served = first_40.count(4)
     assert 6 <= batch_served <= 10  # ~20% of contended batches, never starved, never dominant
+
+
+async def test_interactive_lane_does_not_wait_for_a_running_batch(make_engine: EngineFactory, tmp_path: Path) -> None:
+    engine = make_engine(behaviour=Behaviour(run_delay_s=0.3), batch_max_tokens=8)
+    model = fake_config("t/m", tmp_path / "m", max_batch_tokens=64)
+    await engine.encode(model, ["warm"])
+    finished: list[str] = []
+
+    async def call(texts: list[str], priority: str) -> None:
+        await engine.encode(model, texts, priority=priority)
+        finished.append(priority)
+
+    background = asyncio.create_task(call(["b b"] * 4, "batch"))  # 16 tokens: two capped batches
+    await asyncio.sleep(0.05)
+    await call(["i"], "interactive")
+    assert finished == ["interactive"]  # done while the batch-class batch was still running
+    await background
+    lengths = [lengths for _, lengths in engine.behaviour.batches[1:]]
+    assert all(max(b) * len(b) <= 8 for b in lengths if b[0] == 4)  # batch-class cap respected
 
 
 async def test_queue_full_is_refused_before_any_work(make_engine: EngineFactory, tmp_path: Path) -> None:

@@ -21,9 +21,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(
-        self, models_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None
-    ):
+    def __init__(self, models_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log

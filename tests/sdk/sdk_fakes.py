@@ -50,9 +50,7 @@ def dense_for(text: str, dtype: str = "float32") -> np.ndarray[Any, Any]:
     return (np.arange(DIMS, dtype=np.float64) * 0.001 + seed * 0.01).astype(dtype)
 
 
-def error_response(
-    status: int, code: str | None, message: str, retry_after: float | None = None
-) -> httpx.Response:
+def error_response(status: int, code: str | None, message: str, retry_after: float | None = None) -> httpx.Response:
     headers = {}
     if code is not None:
         headers["X-SIE-Error-Code"] = code
@@ -160,9 +158,7 @@ class FakeServer:
             for i, item in enumerate(rec.body["items"])
         ]
         scored.sort(key=lambda pair: -pair[1])
-        scores = [
-            {"item_id": item_id, "score": score, "rank": rank} for rank, (item_id, score) in enumerate(scored)
-        ]
+        scores = [{"item_id": item_id, "score": score, "rank": rank} for rank, (item_id, score) in enumerate(scored)]
         return self._reply(rec, {"model": model, "query_id": rec.body["query"].get("id"), "scores": scores})
 
     def _extract(self, rec: Recorded, model: str) -> httpx.Response:

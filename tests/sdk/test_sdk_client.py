@@ -13,9 +13,7 @@ from sdk_fakes import DIMS, MODEL, TOKEN_DIMS, Api, FakeServer, dense_for
 from sie_sdk import InvalidInputError, ModelNotFoundError, SIEClient
 
 
-async def test_encode_single_item_sends_msgpack_and_returns_one_result(
-    api: Api, fake_server: FakeServer
-) -> None:
+async def test_encode_single_item_sends_msgpack_and_returns_one_result(api: Api, fake_server: FakeServer) -> None:
     result = await api.encode(MODEL, {"id": "a", "text": "hello world"}, is_query=True)
 
     rec = fake_server.requests[-1]

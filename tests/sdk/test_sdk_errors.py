@@ -84,9 +84,7 @@ async def test_fastapi_style_string_detail(make_api, fake_server: FakeServer) ->
 
 
 async def test_undecodable_success_body_is_a_protocol_error(make_api, fake_server: FakeServer) -> None:
-    fake_server.queued.append(
-        httpx.Response(200, content=b"\xc1", headers={"content-type": "application/msgpack"})
-    )
+    fake_server.queued.append(httpx.Response(200, content=b"\xc1", headers={"content-type": "application/msgpack"}))
     with pytest.raises(ProtocolError):
         await make_api().encode(MODEL, "x")
 

@@ -17,9 +17,7 @@ def public_methods(cls: type) -> set[str]:
 
 def test_same_public_methods() -> None:
     assert public_methods(SIEClient) - {"close"} == public_methods(SIEAsyncClient) - {"aclose"}
-    assert {"encode", "score", "extract", "generate", "list_models", "get_model", "health"} <= public_methods(
-        SIEClient
-    )
+    assert {"encode", "score", "extract", "generate", "list_models", "get_model", "health"} <= public_methods(SIEClient)
 
 
 def test_same_signatures_and_async_methods_are_coroutines() -> None:

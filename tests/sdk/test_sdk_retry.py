@@ -101,9 +101,7 @@ async def test_not_retried(
     assert fake_server.attempts == 1
 
 
-async def test_a_4xx_is_never_retried_even_if_listed(
-    make_api: Callable[..., Api], fake_server: FakeServer
-) -> None:
+async def test_a_4xx_is_never_retried_even_if_listed(make_api: Callable[..., Api], fake_server: FakeServer) -> None:
     fake_server.queued += [error_response(400, "INVALID_INPUT", "bad")] * 3
     policy = RetryPolicy(retry_codes=frozenset({"INVALID_INPUT"}), default_delay_s=0.01)
     with pytest.raises(InvalidInputError):

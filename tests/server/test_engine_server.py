@@ -18,11 +18,21 @@ from tests.helpers.server import ServerProcess
 FAULTS = "tests.helpers.fault_adapters"
 MAX_QUEUED = 6
 REQUIRED_METRICS = [
-    "sie_requests_total", "sie_request_duration_seconds", "sie_queue_items", "sie_queue_wait_seconds",
-    "sie_batch_items", "sie_batch_tokens", "sie_padding_ratio", "sie_model_loaded", "sie_model_memory_bytes",
-    "sie_memory_budget_bytes", "sie_model_loads_total", "sie_model_evictions_total", "sie_model_load_seconds",
+    "sie_requests_total",
+    "sie_request_duration_seconds",
+    "sie_queue_items",
+    "sie_queue_wait_seconds",
+    "sie_batch_items",
+    "sie_batch_tokens",
+    "sie_padding_ratio",
+    "sie_model_loaded",
+    "sie_model_memory_bytes",
+    "sie_memory_budget_bytes",
+    "sie_model_loads_total",
+    "sie_model_evictions_total",
+    "sie_model_load_seconds",
     "sie_oom_total",
-]  # fmt: skip
+]
 
 
 def slow(model_id: str, weights: Path) -> dict[str, object]:
@@ -161,9 +171,7 @@ def test_failed_load_is_isolated_until_reload(engine_server: ServerProcess, engi
     loads = metric(url, "sie_model_loads_total", model="test/flaky")
     r = httpx.post(f"{url}/v1/encode/test/flaky", json={"items": [{"text": "x"}]}, timeout=60)
     assert r.status_code == 502 and metric(url, "sie_model_loads_total", model="test/flaky") == loads
-    weights = Path(
-        httpx.get(f"{url}/v1/models/test/flaky").json()["last_error"].split(" in ")[1].split(" (")[0]
-    )
+    weights = Path(httpx.get(f"{url}/v1/models/test/flaky").json()["last_error"].split(" in ")[1].split(" (")[0])
     (weights / "READY").touch()
     reloaded = httpx.post(f"{url}/v1/models/test/flaky/reload", timeout=60)
     assert reloaded.status_code == 200 and reloaded.json()["state"] == "loaded"

@@ -28,9 +28,7 @@ def encode(base_url: str, body: object, model: str = TINY, **kw: object) -> http
 
 def test_unknown_model_suggests_nearest(base_url: str) -> None:
     r = encode(base_url, {"items": [{"text": "x"}]}, model="sentence-transformers/all-MiniLM-L6-v3")
-    assert_error(
-        r, 404, "MODEL_NOT_FOUND", "all-MiniLM-L6-v3", "did you mean sentence-transformers/all-MiniLM-L6-v2"
-    )
+    assert_error(r, 404, "MODEL_NOT_FOUND", "all-MiniLM-L6-v3", "did you mean sentence-transformers/all-MiniLM-L6-v2")
 
 
 def test_unknown_model_checked_before_the_body(base_url: str) -> None:
@@ -71,9 +69,7 @@ def test_invalid_encode_bodies(base_url: str, body: object, fragment: str) -> No
 
 
 def test_malformed_json(base_url: str) -> None:
-    r = httpx.post(
-        f"{base_url}/v1/encode/{TINY}", content=b'{"items": [', headers={"Content-Type": "application/json"}
-    )
+    r = httpx.post(f"{base_url}/v1/encode/{TINY}", content=b'{"items": [', headers={"Content-Type": "application/json"})
     assert_error(r, 400, "INVALID_INPUT", "not valid JSON")
 
 
@@ -102,9 +98,7 @@ def test_text_over_byte_limit_is_413(base_url: str) -> None:
 
 def test_body_over_size_limit_is_413(base_url: str) -> None:
     body = msgpack.packb({"items": [{"text": "x"}], "pad": "y" * MAX_BODY_BYTES})
-    r = httpx.post(
-        f"{base_url}/v1/encode/{TINY}", content=body, headers={"Content-Type": "application/msgpack"}
-    )
+    r = httpx.post(f"{base_url}/v1/encode/{TINY}", content=body, headers={"Content-Type": "application/msgpack"})
     assert_error(r, 413, "INVALID_INPUT", "limit", str(MAX_BODY_BYTES))
 
 
@@ -129,15 +123,11 @@ def test_score_errors(base_url: str) -> None:
 
 def test_weights_unavailable_offline_is_502_with_instructions(base_url: str) -> None:
     r = encode(base_url, {"items": [{"text": "x"}]}, model="BAAI/bge-small-en-v1.5")
-    assert_error(
-        r, 502, "MODEL_LOAD_FAILED", "BAAI/bge-small-en-v1.5", "offline", "hf download BAAI/bge-small-en-v1.5"
-    )
+    assert_error(r, 502, "MODEL_LOAD_FAILED", "BAAI/bge-small-en-v1.5", "offline", "hf download BAAI/bge-small-en-v1.5")
     info = httpx.get(f"{base_url}/v1/models/BAAI/bge-small-en-v1.5").json()
     assert info["state"] == "failed" and "offline" in info["last_error"]
     # the failure is remembered, and other models keep serving
-    assert_error(
-        encode(base_url, {"items": [{"text": "x"}]}, model="BAAI/bge-small-en-v1.5"), 502, "MODEL_LOAD_FAILED"
-    )
+    assert_error(encode(base_url, {"items": [{"text": "x"}]}, model="BAAI/bge-small-en-v1.5"), 502, "MODEL_LOAD_FAILED")
     assert encode(base_url, {"items": [{"text": "x"}]}).status_code == 200
 
 

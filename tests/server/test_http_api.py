@@ -27,9 +27,7 @@ def post_msgpack(base_url: str, path: str, body: object) -> httpx.Response:
 
 
 def test_encode_json_shape_ids_and_norm(base_url: str) -> None:
-    r = post_json(
-        base_url, f"/v1/encode/{TINY}", {"items": [{"text": "hello world"}, {"id": "b", "text": "x"}]}
-    )
+    r = post_json(base_url, f"/v1/encode/{TINY}", {"items": [{"text": "hello world"}, {"id": "b", "text": "x"}]})
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/json"
     body = r.json()
@@ -80,17 +78,13 @@ def test_same_text_same_vector_whatever_the_batch(base_url: str) -> None:
     padded = post_json(
         base_url, f"/v1/encode/{TINY}", {"items": [{"text": "hello"}, {"text": "a much longer text " * 5}]}
     ).json()
-    np.testing.assert_allclose(
-        alone["items"][0]["dense"]["values"], padded["items"][0]["dense"]["values"], atol=1e-5
-    )
+    np.testing.assert_allclose(alone["items"][0]["dense"]["values"], padded["items"][0]["dense"]["values"], atol=1e-5)
 
 
 def test_query_and_document_prefixes_change_the_vector(base_url: str) -> None:
     path = "/v1/encode/test/tiny-cls"
     doc = post_json(base_url, path, {"items": [{"text": "hello"}]}).json()
-    query = post_json(
-        base_url, path, {"items": [{"text": "hello"}], "params": {"options": {"is_query": True}}}
-    )
+    query = post_json(base_url, path, {"items": [{"text": "hello"}], "params": {"options": {"is_query": True}}})
     instructed = post_json(base_url, path, {"items": [{"text": "hello"}], "params": {"instruction": "find "}})
     vectors = [np.array(b["items"][0]["dense"]["values"]) for b in (doc, query.json(), instructed.json())]
     assert not np.allclose(vectors[0], vectors[1])
@@ -99,9 +93,7 @@ def test_query_and_document_prefixes_change_the_vector(base_url: str) -> None:
 
 def test_long_text_is_truncated_and_reported(base_url: str) -> None:
     long_text = "invoice " * 200  # 200 tokens, the tiny model's limit is 64
-    r = post_json(
-        base_url, f"/v1/encode/{TINY}", {"items": [{"id": "long", "text": long_text}, {"text": "hi"}]}
-    )
+    r = post_json(base_url, f"/v1/encode/{TINY}", {"items": [{"id": "long", "text": long_text}, {"text": "hi"}]})
     assert r.status_code == 200
     assert r.json()["truncated_items"] == ["long"]
     alone = post_json(base_url, f"/v1/encode/{TINY}", {"items": [{"text": long_text}]}).json()
@@ -169,9 +161,7 @@ def test_openai_embeddings_float_and_base64(base_url: str) -> None:
     body = post_json(base_url, "/v1/embeddings", {"model": TINY, "input": ["hello", "world"]}).json()
     assert body["object"] == "list" and [d["index"] for d in body["data"]] == [0, 1]
     assert len(body["data"][0]["embedding"]) == 32 and body["usage"]["prompt_tokens"] > 0
-    b64 = post_json(
-        base_url, "/v1/embeddings", {"model": TINY, "input": "hello", "encoding_format": "base64"}
-    )
+    b64 = post_json(base_url, "/v1/embeddings", {"model": TINY, "input": "hello", "encoding_format": "base64"})
     decoded = np.frombuffer(base64.b64decode(b64.json()["data"][0]["embedding"]), dtype="<f4")
     np.testing.assert_allclose(decoded, body["data"][0]["embedding"], atol=1e-6)
 

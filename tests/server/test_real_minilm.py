@@ -31,9 +31,7 @@ def reference() -> np.ndarray:
 
 
 def test_vectors_match_in_process_sentence_transformers(base_url: str, reference: np.ndarray) -> None:
-    r = httpx.post(
-        f"{base_url}/v1/encode/{MINILM}", json={"items": [{"text": t} for t in TEXTS]}, timeout=120
-    )
+    r = httpx.post(f"{base_url}/v1/encode/{MINILM}", json={"items": [{"text": t} for t in TEXTS]}, timeout=120)
     assert r.status_code == 200
     body = r.json()
     served = np.array([item["dense"]["values"] for item in body["items"]], dtype=np.float32)
@@ -44,9 +42,7 @@ def test_vectors_match_in_process_sentence_transformers(base_url: str, reference
 
 def test_bi_encoder_score_ranks_the_invoice_first_and_cafeteria_last(base_url: str) -> None:
     items = [{"id": key, "text": text} for key, text in INVOICE_PASSAGES.items()]
-    r = httpx.post(
-        f"{base_url}/v1/score/{MINILM}", json={"query": {"text": INVOICE_QUERY}, "items": items}, timeout=60
-    )
+    r = httpx.post(f"{base_url}/v1/score/{MINILM}", json={"query": {"text": INVOICE_QUERY}, "items": items}, timeout=60)
     order = [s["item_id"] for s in r.json()["scores"]]
     assert order[0] == "invoice"
     assert order[-1] == "cafeteria"

@@ -52,9 +52,7 @@ class TransformersAdapter(Adapter):
     def warmup(self) -> None:
         operation = next(iter(sorted(self.operations)))
         text = "warm up the kernels " * 4
-        batch = (
-            self.tokenize_pairs(text, [text]) if operation == "score_pairs" else self.tokenize_texts([text])
-        )
+        batch = self.tokenize_pairs(text, [text]) if operation == "score_pairs" else self.tokenize_texts([text])
         self.run(operation, batch * 2, {})
 
     def unload(self) -> None:

@@ -38,9 +38,7 @@ def _hf_cached(repo: str, revision: str | None) -> Path | None:
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        folder = snapshot_download(
-            repo, revision=revision, local_files_only=True, allow_patterns=HUB_PATTERNS
-        )
+        folder = snapshot_download(repo, revision=revision, local_files_only=True, allow_patterns=HUB_PATTERNS)
     except (LocalEntryNotFoundError, OSError, ValueError):
         return None
     path = Path(str(folder))

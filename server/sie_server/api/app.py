@@ -36,9 +36,7 @@ def build_state(settings: Settings) -> ServerState:
     if settings.models:
         unknown = sorted(set(settings.models) - {c.id for c in catalog.list()})
         if unknown:
-            raise ValueError(
-                f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}"
-            )
+            raise ValueError(f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}")
     device = resolve_device(settings.device)
     metrics = Metrics()
     pinned = frozenset(canonical_id(m) for m in settings.pin)
@@ -51,7 +49,7 @@ def build_state(settings: Settings) -> ServerState:
         metrics=metrics,
         pinned=pinned,
     )
-    policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens)
+    policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens, lanes=not settings.single_lane)
     scheduler = Scheduler(
         pool,
         metrics,

@@ -101,9 +101,7 @@ def wants_msgpack(request: Request) -> bool:
     return _is_msgpack(request.headers.get("accept"))
 
 
-def render(
-    request: Request, payload: Any, status: int = 200, headers: Mapping[str, str] | None = None
-) -> Response:
+def render(request: Request, payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     if wants_msgpack(request):
         body = msgpack.packb(payload, default=_ndarray_to_msgpack, use_bin_type=True)
         return Response(body, status_code=status, media_type=MSGPACK, headers=headers)

@@ -19,21 +19,15 @@ def check_count(count: int, settings: Settings) -> None:
 def check_text(text: str, where: str, settings: Settings) -> None:
     size = len(text.encode("utf-8"))
     if size > settings.max_text_bytes:
-        raise PayloadTooLarge(
-            f"{where} is {size} bytes of text; the limit is {settings.max_text_bytes} per text"
-        )
+        raise PayloadTooLarge(f"{where} is {size} bytes of text; the limit is {settings.max_text_bytes} per text")
 
 
-def text_inputs(
-    items: list[ItemIn], model: ModelConfig, settings: Settings, field: str = "items"
-) -> list[TextInput]:
+def text_inputs(items: list[ItemIn], model: ModelConfig, settings: Settings, field: str = "items") -> list[TextInput]:
     check_count(len(items), settings)
     return [text_input(item, f"{field}[{i}]", f"item-{i}", model, settings) for i, item in enumerate(items)]
 
 
-def text_input(
-    item: ItemIn, where: str, default_id: str, model: ModelConfig, settings: Settings
-) -> TextInput:
+def text_input(item: ItemIn, where: str, default_id: str, model: ModelConfig, settings: Settings) -> TextInput:
     if item.images:
         raise InvalidInput(f"{where} has images, but model {model.id} takes text only")
     if item.text is None:

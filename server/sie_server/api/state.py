@@ -47,9 +47,7 @@ def resolve(request: Request, model_id: str, task: str) -> tuple[ServerState, Mo
     """The served model for a work route; tags the request for metrics; refuses work while draining."""
     state = server(request)
     if state.draining:
-        raise QueueFull(
-            "the server is shutting down and accepts no new work", retry_after=DRAIN_RETRY_AFTER_S
-        )
+        raise QueueFull("the server is shutting down and accepts no new work", retry_after=DRAIN_RETRY_AFTER_S)
     config = state.service.resolve(model_id)
     request.state.sie_model = config.id
     request.state.sie_task = task

@@ -114,9 +114,7 @@ class ModelConfig(Strict):
         if not self.tasks.names():
             raise ValueError("tasks must declare at least one of: encode, score")
         if self.adapter == "cross_encoder" and (
-            self.tasks.encode is not None
-            or self.tasks.score is None
-            or self.tasks.score.mode != "cross_encoder"
+            self.tasks.encode is not None or self.tasks.score is None or self.tasks.score.mode != "cross_encoder"
         ):
             raise ValueError("a cross_encoder declares only tasks.score with mode: cross_encoder")
         if self.adapter == "embedding":

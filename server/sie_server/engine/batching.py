@@ -40,9 +40,7 @@ def form_batch(waiting: Sequence[T], max_batch_tokens: int) -> list[T]:
         size = hi - lo + 1
         shorter = ordered[lo - 1] if lo > 0 else None
         longer = ordered[hi + 1] if hi + 1 < len(ordered) else None
-        take_shorter = shorter is not None and (
-            longer is None or longest - shorter.cost <= longer.cost - longest
-        )
+        take_shorter = shorter is not None and (longer is None or longest - shorter.cost <= longer.cost - longest)
         if take_shorter and shorter is not None and longest * (size + 1) <= max_batch_tokens:
             lo -= 1
             continue

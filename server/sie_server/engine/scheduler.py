@@ -80,9 +80,11 @@ class Scheduler:
         self.load_timeout_s = load_timeout_s
         self._groups: dict[GroupKey, list[WorkItem]] = {}
         self._waiting: Counter[tuple[str, str]] = Counter()  # (model, priority) -> items
-        self._running: str | None = None
+        self._running: dict[str, list[WorkItem]] = {}  # lane -> its batch
+        self._lane_tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sie-infer")
+        lanes = {policy.lane(p) for p in PRIORITIES}
+        self._executors = {lane: ThreadPoolExecutor(1, thread_name_prefix=f"sie-{lane}") for lane in lanes}
         self._task: asyncio.Task[None] | None = None
         pool.is_busy = self.busy
 
@@ -93,13 +95,13 @@ class Scheduler:
 
     def busy(self, model_id: str) -> bool:
         """A model with queued or running work must stay resident."""
-        return self._running == model_id or any(m == model_id and n for (m, _), n in self._waiting.items())
+        running = any(batch[0].model.id == model_id for batch in self._running.values())
+        return running or any(m == model_id and n for (m, _), n in self._waiting.items())
 
     def submit(self, items: list[WorkItem]) -> None:
         if self.queued + len(items) > self.max_queued_items:
             raise QueueFull(
-                f"the server queue is full ({self.queued} items waiting, "
-                f"limit {self.max_queued_items}); retry later",
+                f"the server queue is full ({self.queued} items waiting, limit {self.max_queued_items}); retry later",
                 retry_after=QUEUE_FULL_RETRY_AFTER_S,
             )
         for item in items:
@@ -118,13 +120,15 @@ class Scheduler:
 
     def is_idle(self) -> bool:
         """Nothing queued and nothing running."""
-        return self._running is None and self.queued == 0
+        return not self._running and self.queued == 0
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        tasks = [t for t in (self._task, *self._lane_tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for executor in self._executors.values():
+            executor.shutdown(wait=False, cancel_futures=True)
 
     # ----- choosing ------------------------------------------------------------------------
     def _drop_abandoned(self) -> None:
@@ -139,10 +143,15 @@ class Scheduler:
                 del self._groups[key]
 
     def _plan(self) -> tuple[list[WorkItem], int, set[str]] | None:
-        """The next batch (not yet taken off the queue), its token budget and the classes waiting."""
+        """The next batch (not yet taken off the queue), its token budget and the classes waiting.
+
+        Only classes whose lane is free are considered; the policy picks among them, then the
+        group whose oldest item of that class has waited longest (the most urgent work).
+        """
         self._drop_abandoned()
         waiting = {i.priority for items in self._groups.values() for i in items}
-        chosen = self.policy.next_class(waiting)
+        ready = {p for p in waiting if self.policy.lane(p) not in self._running}
+        chosen = self.policy.next_class(ready)
         if chosen is None:
             return None
         best: GroupKey | None = None
@@ -155,6 +164,9 @@ class Scheduler:
         candidates = [i for i in self._groups[best] if i.priority == chosen]
         model = candidates[0].model
         budget = self.policy.token_budget(chosen, model.profile(self.pool.device_kind).max_batch_tokens)
+        # lanes running the same model share its activation reserve: stay within it together
+        in_flight = sum(padded_cost([i.cost for i in b]) for b in self._running.values() if b[0].model.id == model.id)
+        budget = max(1, budget - in_flight)
         return form_batch(candidates, budget), budget, waiting
 
     def _take(self, batch: list[WorkItem]) -> None:
@@ -195,17 +207,22 @@ class Scheduler:
     async def _loop(self) -> None:
         while True:
             batch = await self._next_batch()
-            self._running = batch[0].model.id
-            try:
-                await self._run(batch)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the loop must outlive any batch
-                log.exception("scheduler: unexpected failure around a batch")
-            finally:
-                self._running = None
+            lane = self.policy.lane(batch[0].priority)
+            self._running[lane] = batch
+            task = asyncio.get_running_loop().create_task(self._run_lane(lane, batch))
+            self._lane_tasks.add(task)
+            task.add_done_callback(self._lane_tasks.discard)
 
-    async def _run(self, batch: list[WorkItem]) -> None:
+    async def _run_lane(self, lane: str, batch: list[WorkItem]) -> None:
+        try:
+            await self._run(batch, self._executors[lane])
+        except Exception:  # the lane must outlive any batch
+            log.exception("scheduler: unexpected failure around a batch")
+        finally:
+            del self._running[lane]
+            self._wake.set()
+
+    async def _run(self, batch: list[WorkItem], executor: ThreadPoolExecutor) -> None:
         head = batch[0]
         model_id = head.model.id
         try:
@@ -215,22 +232,26 @@ class Scheduler:
                 item.started_at = started
                 self.metrics.queue_wait.labels(model_id, item.priority).observe(started - item.enqueued_at)
             try:
-                results = await self._execute(adapter, batch)
+                results = await self._execute(adapter, batch, executor)
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise
                 evicted = self.pool.evict_others(keep=model_id)
                 log.warning("%s: one item ran out of memory; evicted %s and retrying once", model_id, evicted)
-                results = await self._execute(adapter, batch)
+                results = await self._execute(adapter, batch, executor)
         except SIEError as exc:
             self._fail(batch, exc)
             return
         except Exception as exc:
             if is_out_of_memory(exc):
-                self._fail(batch, ResourceExhausted(
-                    f"model {model_id} ran out of memory on a single item even after splitting the batch and "
-                    "evicting idle models; retry later or send shorter inputs", retry_after=OOM_RETRY_AFTER_S,
-                ))  # fmt: skip
+                self._fail(
+                    batch,
+                    ResourceExhausted(
+                        f"model {model_id} ran out of memory on a single item even after splitting the batch and "
+                        "evicting idle models; retry later or send shorter inputs",
+                        retry_after=OOM_RETRY_AFTER_S,
+                    ),
+                )
                 return
             log.exception("batch of %d for %s failed", len(batch), model_id)
             self._fail(batch, InferenceError(f"model {model_id} failed on this batch ({type(exc).__name__})"))
@@ -241,13 +262,13 @@ class Scheduler:
             if not item.future.done():
                 item.future.set_result(result)
 
-    async def _execute(self, adapter: Adapter, batch: list[WorkItem]) -> list[Any]:
+    async def _execute(self, adapter: Adapter, batch: list[WorkItem], executor: ThreadPoolExecutor) -> list[Any]:
         """Run one batch; on out-of-memory split it in halves and run those, down to single items."""
         head = batch[0]
         loop = asyncio.get_running_loop()
         try:
             results: list[Any] = await loop.run_in_executor(
-                self._executor, adapter.run, head.operation, [i.tokens for i in batch], head.options
+                executor, adapter.run, head.operation, [i.tokens for i in batch], head.options
             )
         except Exception as exc:
             if not is_out_of_memory(exc):
@@ -257,7 +278,8 @@ class Scheduler:
                 raise
             middle = len(batch) // 2
             log.warning("%s: batch of %d ran out of memory; splitting", head.model.id, len(batch))
-            return await self._execute(adapter, batch[:middle]) + await self._execute(adapter, batch[middle:])
+            first = await self._execute(adapter, batch[:middle], executor)
+            return first + await self._execute(adapter, batch[middle:], executor)
         self._observe(batch)
         return results
 

@@ -114,9 +114,7 @@ class InferenceService:
         adapter = await self._adapter(model, call)
         texts = [adapter.format_text(i.text, is_query=is_query, instruction=instruction) for i in items]
         tokens = await self._tokenize(timing, adapter.tokenize_texts, texts)
-        results = await self._run(
-            model, "encode", tokens, {"output_types": tuple(output_types)}, call, timing
-        )
+        results = await self._run(model, "encode", tokens, {"output_types": tuple(output_types)}, call, timing)
         outputs = [{k: v for k, v in r.items() if k in output_types} for r in results]
         return EncodeOutcome(
             model=model.id,
@@ -204,10 +202,7 @@ class InferenceService:
         timing: Timing,
     ) -> list[Any]:
         loop = asyncio.get_running_loop()
-        items = [
-            WorkItem(model, operation, t, options, loop.create_future(), priority=call.priority)
-            for t in tokens
-        ]
+        items = [WorkItem(model, operation, t, options, loop.create_future(), priority=call.priority) for t in tokens]
         self.scheduler.submit(items)
         try:
             results = await self._await(items, call)

@@ -50,11 +50,7 @@ class Slot:
     @property
     def charge(self) -> int:
         """Bytes counted against the budget: while loading the estimate, once loaded the measurement."""
-        return (
-            self.resident_bytes + self.reserve_bytes
-            if self.state in (ModelState.LOADING, ModelState.LOADED)
-            else 0
-        )
+        return self.resident_bytes + self.reserve_bytes if self.state in (ModelState.LOADING, ModelState.LOADED) else 0
 
 
 def _mib(n: int) -> str:
@@ -128,9 +124,7 @@ class ModelPool:
             self._tasks.add(task := loop.create_task(self._load(slot, slot.loading)))
             task.add_done_callback(self._tasks.discard)
         if not wait:
-            raise ModelLoading(
-                f"model {config.id} is loading; retry shortly", retry_after=LOADING_RETRY_AFTER_S
-            )
+            raise ModelLoading(f"model {config.id} is loading; retry shortly", retry_after=LOADING_RETRY_AFTER_S)
         try:
             adapter = await asyncio.wait_for(asyncio.shield(slot.loading), timeout_s)
         except TimeoutError:
@@ -174,9 +168,14 @@ class ModelPool:
         self._publish()
         log.info(
             "loaded %s from %s in %.2fs (%s weights + %s activation reserve; %s of %s budget used)",
-            config.id, slot.weights_source, slot.load_seconds, _mib(slot.resident_bytes),
-            _mib(slot.reserve_bytes), _mib(self.used_bytes), _mib(self.budget_bytes),
-        )  # fmt: skip
+            config.id,
+            slot.weights_source,
+            slot.load_seconds,
+            _mib(slot.resident_bytes),
+            _mib(slot.reserve_bytes),
+            _mib(self.used_bytes),
+            _mib(self.budget_bytes),
+        )
         if self.used_bytes > self.budget_bytes:  # the estimate was low: make up for it now
             try:
                 self._make_room(config, slot.charge)
@@ -188,9 +187,7 @@ class ModelPool:
         folder = Path(location.path)
         reserve = profile.activation_reserve_bytes
         if reserve is None:
-            reserve = activation_reserve(
-                folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype
-            )
+            reserve = activation_reserve(folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype)
         return weights_bytes(folder, profile.dtype), reserve
 
     def _load_blocking(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> Adapter:
@@ -235,9 +232,7 @@ class ModelPool:
 
     def _evictable(self, slot: Slot) -> bool:
         return (
-            slot.state is ModelState.LOADED
-            and slot.config.id not in self.pinned
-            and not self.is_busy(slot.config.id)
+            slot.state is ModelState.LOADED and slot.config.id not in self.pinned and not self.is_busy(slot.config.id)
         )
 
     def evict(self, model_id: str, reason: str) -> bool:
@@ -255,11 +250,7 @@ class ModelPool:
 
     def evict_idle(self, idle_for_s: float) -> list[str]:
         now = time.monotonic()
-        stale = [
-            s.config.id
-            for s in self._slots.values()
-            if self._evictable(s) and now - s.last_used >= idle_for_s
-        ]
+        stale = [s.config.id for s in self._slots.values() if self._evictable(s) and now - s.last_used >= idle_for_s]
         return [m for m in stale if self.evict(m, "idle")]
 
     async def evict_idle_forever(self, idle_for_s: float) -> None:

@@ -25,9 +25,11 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "sie_requests", "Requests by model, task and outcome (ok or error code)",
-            ["model", "task", "status"], registry=r,
-        )  # fmt: skip
+            "sie_requests",
+            "Requests by model, task and outcome (ok or error code)",
+            ["model", "task", "status"],
+            registry=r,
+        )
         self.request_duration = Histogram(
             "sie_request_duration_seconds",
             "Request latency",
@@ -37,12 +39,13 @@ class Metrics:
         )
         self.queue_items = Gauge("sie_queue_items", "Items waiting", ["model", "priority"], registry=r)
         self.queue_wait = Histogram(
-            "sie_queue_wait_seconds", "Time an item waited before its batch ran", ["model", "priority"],
-            buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.batch_items = Histogram(
-            "sie_batch_items", "Items per batch", ["model"], buckets=SIZE_BUCKETS, registry=r
+            "sie_queue_wait_seconds",
+            "Time an item waited before its batch ran",
+            ["model", "priority"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
+        self.batch_items = Histogram("sie_batch_items", "Items per batch", ["model"], buckets=SIZE_BUCKETS, registry=r)
         self.batch_tokens = Histogram(
             "sie_batch_tokens",
             "Real (unpadded) tokens per batch",
@@ -58,17 +61,17 @@ class Metrics:
             registry=r,
         )
         self.real_tokens = Counter("sie_real_tokens", "Real tokens run", ["model"], registry=r)
-        self.padded_tokens = Counter(
-            "sie_padded_tokens", "Tokens run including padding", ["model"], registry=r
-        )
+        self.padded_tokens = Counter("sie_padded_tokens", "Tokens run including padding", ["model"], registry=r)
         self.dropped_items = Counter(
             "sie_dropped_items", "Queued items dropped because their caller went away", ["model"], registry=r
         )
         self.model_loaded = Gauge("sie_model_loaded", "1 while the model is resident", ["model"], registry=r)
         self.model_memory = Gauge(
-            "sie_model_memory_bytes", "Charge of a resident model (weights + activation reserve)", ["model"],
+            "sie_model_memory_bytes",
+            "Charge of a resident model (weights + activation reserve)",
+            ["model"],
             registry=r,
-        )  # fmt: skip
+        )
         self.memory_budget = Gauge("sie_memory_budget_bytes", "The memory budget for models", registry=r)
         self.memory_used = Gauge("sie_memory_used_bytes", "Charged bytes of resident models", registry=r)
         self.model_loads = Counter("sie_model_loads", "Model loads started", ["model"], registry=r)

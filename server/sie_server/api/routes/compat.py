@@ -30,9 +30,7 @@ async def embeddings(request: Request) -> Response:
     encode = config.tasks.encode
     dim = encode.dense.dim if encode and encode.dense else None
     if body.dimensions is not None and body.dimensions != dim:
-        raise InvalidInput(
-            f"model {config.id} returns {dim} dimensions; `dimensions` must be {dim} or absent"
-        )
+        raise InvalidInput(f"model {config.id} returns {dim} dimensions; `dimensions` must be {dim} or absent")
     outcome = await state.service.encode(
         config,
         [TextInput(id=str(i), text=t) for i, t in enumerate(texts)],
@@ -44,9 +42,7 @@ async def embeddings(request: Request) -> Response:
     data: list[dict[str, Any]] = []
     for index, outputs in enumerate(outcome.outputs):
         vector = np.asarray(outputs["dense"], dtype="<f4")
-        embedding: Any = (
-            base64.b64encode(vector.tobytes()).decode() if body.encoding_format == "base64" else vector
-        )
+        embedding: Any = base64.b64encode(vector.tobytes()).decode() if body.encoding_format == "base64" else vector
         data.append({"object": "embedding", "index": index, "embedding": embedding})
     usage = {"prompt_tokens": outcome.prompt_tokens, "total_tokens": outcome.prompt_tokens}
     return json_response({"object": "list", "data": data, "model": outcome.model, "usage": usage})

@@ -26,9 +26,7 @@ async def encode(model: str, request: Request) -> Response:
     output_types: list[str] = list(params.output_types) if params and params.output_types else ["dense"]
     dtype = (params.output_dtype if params else None) or "float32"
     if dtype not in SUPPORTED_DTYPES:
-        raise InvalidInput(
-            f"output_dtype {dtype} is not supported yet; use one of {', '.join(SUPPORTED_DTYPES)}"
-        )
+        raise InvalidInput(f"output_dtype {dtype} is not supported yet; use one of {', '.join(SUPPORTED_DTYPES)}")
     options = (params.options if params else None) or {}
     is_query = options.get("is_query", False)
     if not isinstance(is_query, bool):

@@ -29,8 +29,7 @@ async def score(model: str, request: Request) -> Response:
         "model": outcome.model,
         "query_id": outcome.query_id,
         "scores": [
-            {"item_id": item_id, "score": value, "rank": rank}
-            for rank, (item_id, value) in enumerate(outcome.scores)
+            {"item_id": item_id, "score": value, "rank": rank} for rank, (item_id, value) in enumerate(outcome.scores)
         ],
         "timing": outcome.timing.as_dict(),
         "usage": {"prompt_tokens": outcome.prompt_tokens},
