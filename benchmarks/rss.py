@@ -9,7 +9,8 @@ Every server runs ``--offline --threads N``. The same encode requests (texts fro
 ``benchmarks/corpus.py``) go to every model in both set-ups, so each model is loaded and
 has run batches; then the peak resident set size (``VmHWM`` of /proc/PID/status) of each
 server process is read. Printed: the one server's peak, the sum of the four servers'
-peaks, and the ratio (goal <= 0.5x).
+peaks, and the ratio (goal <= 0.5x); for reference, the peak of a server that has
+loaded nothing (the fixed cost each extra server process pays).
 """
 
 from __future__ import annotations
@@ -98,13 +99,21 @@ def exercise(url: str, models: list[str], texts: list[str], sizes: tuple[int, ..
 
 
 def measure(
-    label: str, root: Path, models: list[str], weights: Path, args: argparse.Namespace, texts: list[str]
+    label: str,
+    root: Path,
+    models: list[str],
+    weights: Path,
+    args: argparse.Namespace,
+    texts: list[str],
+    *,
+    run: bool = True,
 ) -> Reading:
     catalog = write_catalog(root / "catalog", models, weights)
     server = ServerProcess(catalog, "--offline", "--threads", str(args.threads), log=root / "server.log")
     server.wait_ready()  # raises with the log tail if the server does not come up
     try:
-        exercise(server.url, models, texts, args.sizes)
+        if run:
+            exercise(server.url, models, texts, args.sizes)
         listing = httpx.get(f"{server.url}/v1/models", timeout=30).json()["models"]
         states = {m["id"]: (m.get("state"), m.get("resident_bytes")) for m in listing}
         peak = proc_status_kib(server.proc.pid, "VmHWM")
@@ -140,6 +149,8 @@ def main() -> None:
         weights = root / "weights"
         for seed, (model_id, hidden, layers) in enumerate(TINY):
             build_bert(weights / model_id.replace("/", "__"), hidden, layers, seed)
+        idle = measure("idle server, no model loaded", root / "idle", models, weights, args, texts, run=False)
+        print(f"  ... {idle.label}: peak {mib(idle.peak_kib)}", flush=True)
         shared = measure("one server, 4 models", root / "shared", models, weights, args, texts)
         print(f"  ... {shared.label}: peak {mib(shared.peak_kib)}", flush=True)
         singles = []
@@ -157,6 +168,7 @@ def main() -> None:
     total_rss = sum(r.rss_kib for r in singles)
     print(f"{'four single-model servers (sum)':52s} {mib(total_peak):>18s} {mib(total_rss):>14s}")
     print(f"{'one server, four models':52s} {mib(shared.peak_kib):>18s} {mib(shared.rss_kib):>14s}")
+    print(f"{'(reference) one server, idle, no model loaded':52s} {mib(idle.peak_kib):>18s} {mib(idle.rss_kib):>14s}")
     ratio = shared.peak_kib / total_peak
     verdict = "met" if ratio <= GOAL else f"missed by {ratio - GOAL:.2f}x"
     print(f"\nratio one server / sum of four (peak): {ratio:.2f}x  (goal <= {GOAL:.2f}x: {verdict})")

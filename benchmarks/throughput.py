@@ -54,6 +54,7 @@ RAW = argparse.RawDescriptionHelpFormatter
 COUNTERS = ("sie_real_tokens_total", "sie_padded_tokens_total")
 GOALS = {"L": 1.30, "S": 0.90, "C": 0.85}
 PADDING_GOAL = 1.10
+DISTURBED_CORES = 0.1
 
 
 @dataclass
@@ -252,6 +253,12 @@ def main() -> None:
             f"{100 * gflops / peak:5.1f}% {padding:>8s} {padded:>10s} {diff:>10s} "
             f"{meter.cores(meter.server_cpu_s):>9s} {meter.cores(meter.client_cpu_s):>9s} "
             f"{meter.cores(meter.other_cpu_s):>6s}"
+        )
+    disturbed = [run.key for run in runs if run.meter.other_cpu_s > DISTURBED_CORES * run.meter.seconds]
+    if disturbed:
+        print(
+            f"\nWARNING: other processes used > {DISTURBED_CORES} cores during {', '.join(disturbed)}: "
+            "those rows (and the ratios built on them) are disturbed; rerun on a quiet machine."
         )
     flop = f"{MINILM_FLOP_PER_TOKEN / 1e6:.0f} MFLOP"
     print(

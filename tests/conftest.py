@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.catalog import MINILM, copy_real, tiny_cross_encoder, tiny_embedder, write_config
+from tests.helpers.catalog import MINILM, SMOLLM, copy_real, tiny_cross_encoder, tiny_embedder, tiny_llm, write_config
 from tests.helpers.server import ServerProcess
-from tests.helpers.tiny_models import build_bert_embedder, build_cross_encoder
+from tests.helpers.tiny_models import build_bert_embedder, build_cross_encoder, build_tiny_llm
 
 # Limits the shared test server runs with, so error tests can cross them cheaply.
 MAX_TEXT_BYTES = 4096
@@ -23,6 +23,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "embedder": build_bert_embedder(root / "bert-embedder"),
         "cross_encoder": build_cross_encoder(root / "bert-cross-encoder"),
+        "llm": build_tiny_llm(root / "tiny-llm"),
     }
 
 
@@ -38,7 +39,9 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_embedder("test/tiny-cold", embedder))
     write_config(folder, tiny_embedder("test/missing-weights", folder / "no-such-folder"))
     write_config(folder, tiny_cross_encoder("test/tiny-reranker", reranker))
+    write_config(folder, tiny_llm("test/tiny-llm", tiny_models["llm"]))
     copy_real(folder, MINILM)
+    copy_real(folder, SMOLLM)
     copy_real(folder, "BAAI/bge-small-en-v1.5")
     copy_real(folder, "cross-encoder/ms-marco-MiniLM-L-6-v2")
     return folder

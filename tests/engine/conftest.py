@@ -98,6 +98,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
             max_queued_items=max_queued_items,
             load_timeout_s=30,
         )
+        pool.is_busy = scheduler.busy
         service = InferenceService(None, pool, scheduler, load_timeout_s=30)  # type: ignore[arg-type]
         scheduler.start()
         engine = Engine(behaviour, pool, scheduler, service, metrics)

@@ -11,6 +11,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 REAL_CATALOG = REPO / "configs" / "models"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 CPU_PROFILE = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}}
 
 
@@ -40,6 +41,17 @@ def tiny_cross_encoder(model_id: str, path: Path, max_len: int = 64) -> dict[str
         "tasks": {"score": {"mode": "cross_encoder"}},
         "max_sequence_length": max_len,
         "profiles": CPU_PROFILE,
+    }
+
+
+def tiny_llm(model_id: str, path: Path, max_len: int = 512) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "causal_lm",
+        "tasks": {"generate": {}},
+        "max_sequence_length": max_len,
+        "profiles": {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}},
     }
 
 

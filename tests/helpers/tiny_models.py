@@ -83,3 +83,36 @@ def build_cross_encoder(folder: Path, seed: int = 1, max_positions: int = 128) -
     BertForSequenceClassification(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_tiny_llm(folder: Path, seed: int = 2, max_positions: int = 512) -> Path:
+    """A tiny random Llama with the test tokenizer and a chat template (gibberish, real token counts)."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = _tokenizer(folder)
+    tokenizer.chat_template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}"
+    )
+    vocab = len(_vocab())
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        bos_token_id=2,
+        eos_token_id=3,
+        pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    model.generation_config = GenerationConfig(bos_token_id=2, eos_token_id=3, pad_token_id=0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

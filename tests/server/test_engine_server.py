@@ -188,7 +188,10 @@ def test_sigterm_drains_accepted_work_then_exits(engine_catalog: Path, tmp_path:
                 asyncio.create_task(client.post(f"/v1/encode/{model}", json={"items": [{"text": f"t{i}"}]}))
                 for i in range(3)
             ]
-            await asyncio.sleep(0.1)
+            for _ in range(500):  # until the server holds all three
+                await asyncio.sleep(0.01)
+                if (await client.get("/readyz")).json().get("inflight_requests", 0) >= 3:
+                    break
             proc.proc.send_signal(signal.SIGTERM)
             await asyncio.sleep(0.05)
             ready = await client.get("/readyz")

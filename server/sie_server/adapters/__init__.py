@@ -10,6 +10,12 @@ from sie_server.catalog.schema import ModelConfig, Profile
 _FAMILIES: dict[str, tuple[str, str]] = {
     "embedding": ("sie_server.adapters.embedding", "EmbeddingAdapter"),
     "cross_encoder": ("sie_server.adapters.cross_encoder", "CrossEncoderAdapter"),
+    "causal_lm": ("sie_server.adapters.causal_lm", "CausalLMAdapter"),
+    "splade": ("sie_server.adapters.splade", "SpladeAdapter"),
+    "colbert": ("sie_server.adapters.colbert", "ColbertAdapter"),
+    "bge_m3": ("sie_server.adapters.bge_m3", "BgeM3Adapter"),
+    "clip": ("sie_server.adapters.clip", "ClipAdapter"),
+    "gliner": ("sie_server.adapters.gliner", "GlinerAdapter"),
 }
 
 

@@ -58,6 +58,10 @@ class Adapter(ABC):
         """The text as the model expects it (prefixes, instruction template)."""
         return text
 
+    def encode_tokens(self, texts: list[str], *, is_query: bool, instruction: str | None) -> list[Tokens]:
+        """Texts as tokens for ``encode``, in their query or document role."""
+        return self.tokenize_texts([self.format_text(t, is_query=is_query, instruction=instruction) for t in texts])
+
     def tokenize_texts(self, texts: list[str]) -> list[Tokens]:
         raise NotImplementedError(f"{type(self).__name__} does not tokenize single texts")
 

@@ -53,7 +53,7 @@ def locate_offline(config: ModelConfig) -> WeightsLocation | None:
         return WeightsLocation(path, "path") if path.is_dir() else None
     if src.package:
         folder = _package_dir(src.package, src.package_subdir)
-        if folder is not None:
+        if folder is not None and (not src.gguf_file or (folder / src.gguf_file).is_file()):
             return WeightsLocation(folder, f"package:{src.package}")
     if src.hf:
         cached = _hf_cached(src.hf, src.revision)
@@ -80,6 +80,10 @@ def how_to_get(config: ModelConfig) -> str:
 def resolve(config: ModelConfig, offline: bool) -> WeightsLocation:
     """The weights' folder, downloading from the hub only when that is allowed."""
     found = locate_offline(config)
+    if found is not None and found.source.startswith("package:") and config.source.gguf_file:
+        from sie_server.adapters.gguf import converted_folder
+
+        return WeightsLocation(converted_folder(found.path, config.source.gguf_file), found.source + " (gguf)")
     if found is not None:
         return found
     src = config.source

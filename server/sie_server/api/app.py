@@ -12,10 +12,11 @@ from fastapi import FastAPI
 from sie_server import __version__
 from sie_server.api import errors
 from sie_server.api.middleware import RequestMetrics
-from sie_server.api.routes import compat, encode, health, models, score, unsupported
+from sie_server.api.routes import compat, encode, generate, health, models, score, unsupported
 from sie_server.api.state import ServerState
 from sie_server.catalog.loader import Catalog, canonical_id
 from sie_server.device import device_kind, resolve_device
+from sie_server.engine.generation import GenerationService
 from sie_server.engine.policy import PriorityPolicy
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.service import InferenceService
@@ -58,8 +59,10 @@ def build_state(settings: Settings) -> ServerState:
         load_timeout_s=settings.load_timeout_s,
     )
     service = InferenceService(catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s)
+    generation = GenerationService(pool, settings.load_timeout_s)
+    pool.is_busy = lambda model_id: scheduler.busy(model_id) or generation.busy(model_id)
     log.info("device %s, memory budget %.1f MiB", device, budget / 2**20)
-    return ServerState(settings, catalog, pool, scheduler, service, metrics)
+    return ServerState(settings, catalog, pool, scheduler, service, metrics, generation)
 
 
 async def preload(state: ServerState) -> None:
@@ -88,10 +91,11 @@ def create_app(settings: Settings) -> FastAPI:
         for task in background:
             task.cancel()
         await state.scheduler.stop()
+        await state.generation.stop()
 
     app = FastAPI(title="SIE", version=__version__, lifespan=lifespan)
     app.state.sie = state
-    for module in (health, models, encode, score, compat, unsupported):
+    for module in (health, models, encode, score, compat, generate, unsupported):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(RequestMetrics, state=state)

@@ -86,3 +86,50 @@ class RerankRequest(Wire):
     documents: list[str | RerankDocument] = Field(min_length=1)
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool = False
+
+
+class Message(Wire):
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str
+
+
+class GenerateRequest(Wire):
+    prompt: str | None = None
+    messages: list[Message] | None = Field(default=None, min_length=1)
+    max_new_tokens: int = Field(default=256, ge=1)
+    temperature: float = Field(default=0.0, ge=0, le=5)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI chat completions; fields this server ignores (tools, logprobs, n=1, ...) are accepted."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    messages: list[Message] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool = False
+    n: int = Field(default=1, ge=1, le=1)
+
+
+class CompletionRequest(BaseModel):
+    """OpenAI (legacy) completions."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    prompt: str
+    max_tokens: int = Field(default=16, ge=1)
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool = False
+    n: int = Field(default=1, ge=1, le=1)

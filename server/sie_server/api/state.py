@@ -8,6 +8,7 @@ from fastapi import Request
 
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
+from sie_server.engine.generation import GenerationService
 from sie_server.engine.policy import PRIORITIES
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.service import CallOptions, InferenceService
@@ -29,13 +30,18 @@ class ServerState:
     scheduler: Scheduler
     service: InferenceService
     metrics: Metrics
+    generation: GenerationService
     ready: bool = False
     draining: bool = False
     inflight: int = 0  # work requests being answered (maintained by the metrics middleware)
     preload_errors: dict[str, str] = field(default_factory=dict)
 
     def idle(self) -> bool:
-        return self.inflight == 0 and self.scheduler.is_idle()
+        return (
+            self.inflight == 0
+            and self.scheduler.is_idle()
+            and not any(loop.busy for loop in self.generation.loops.values())
+        )
 
 
 def server(request: Request) -> ServerState:

@@ -9,7 +9,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _CUSTOM_ADAPTER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-FAMILIES = frozenset({"embedding", "cross_encoder"})
+# family -> (tasks it must declare, tasks it may declare)
+FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "embedding": (frozenset({"encode"}), frozenset({"encode", "score"})),
+    "cross_encoder": (frozenset({"score"}), frozenset({"score"})),
+    "splade": (frozenset({"encode"}), frozenset({"encode", "score"})),
+    "colbert": (frozenset({"encode"}), frozenset({"encode", "score"})),
+    "bge_m3": (frozenset({"encode"}), frozenset({"encode", "score"})),
+    "clip": (frozenset({"encode"}), frozenset({"encode", "score"})),
+    "gliner": (frozenset({"extract"}), frozenset({"extract"})),
+    "causal_lm": (frozenset({"generate"}), frozenset({"generate"})),
+}
+SCORE_MODES = {
+    "embedding": "bi_encoder",
+    "cross_encoder": "cross_encoder",
+    "splade": "sparse_dot",
+    "colbert": "maxsim",
+    "bge_m3": "bi_encoder",
+    "clip": "bi_encoder",
+}
 
 
 class Strict(BaseModel):
@@ -23,6 +41,9 @@ class Source(Strict):
     revision: str | None = None
     package: str | None = Field(default=None, description="import name of a package that carries the weights")
     package_subdir: str = "model"
+    gguf_file: str | None = Field(
+        default=None, description="a GGUF file in the package folder, converted once to a cached safetensors folder"
+    )
     path: str | None = None
 
     @model_validator(mode="after")
@@ -56,15 +77,26 @@ class EncodeTask(Strict):
 
 
 class ScoreTask(Strict):
-    mode: Literal["cross_encoder", "bi_encoder", "maxsim"]
+    mode: Literal["cross_encoder", "bi_encoder", "maxsim", "sparse_dot"]
+
+
+class ExtractTask(Strict):
+    max_labels: int = Field(default=25, gt=0, description="labels one request may ask for")
+    threshold: float = Field(default=0.5, ge=0, le=1, description="default minimum span score")
+
+
+class GenerateTask(Strict):
+    chat: bool = Field(default=True, description="messages are rendered with the tokenizer's chat template")
 
 
 class Tasks(Strict):
     encode: EncodeTask | None = None
     score: ScoreTask | None = None
+    extract: ExtractTask | None = None
+    generate: GenerateTask | None = None
 
     def names(self) -> list[str]:
-        return [name for name in ("encode", "score") if getattr(self, name) is not None]
+        return [name for name in ("encode", "score", "extract", "generate") if getattr(self, name) is not None]
 
 
 class Runtime(Strict):
@@ -79,6 +111,12 @@ class Runtime(Strict):
     activation: Literal["none", "sigmoid"] = Field(
         default="none", description="cross-encoders: applied to the logit before it is returned"
     )
+    # ColBERT: marker tokens put after [CLS], query padding with [MASK] to a fixed length, punctuation masking
+    query_marker: str | None = None
+    doc_marker: str | None = None
+    query_max_length: int = Field(default=32, gt=0)
+    query_augment: bool = True
+    mask_punctuation: bool = True
 
 
 class Profile(Strict):
@@ -107,21 +145,25 @@ class ModelConfig(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
-        if self.adapter not in FAMILIES and not _CUSTOM_ADAPTER.match(self.adapter):
-            raise ValueError(f"adapter must be one of {sorted(FAMILIES)} or 'package.module:Class'")
         if "cpu" not in self.profiles:
             raise ValueError("profiles needs a 'cpu' entry (the fallback for every device)")
-        if not self.tasks.names():
-            raise ValueError("tasks must declare at least one of: encode, score")
-        if self.adapter == "cross_encoder" and (
-            self.tasks.encode is not None or self.tasks.score is None or self.tasks.score.mode != "cross_encoder"
-        ):
-            raise ValueError("a cross_encoder declares only tasks.score with mode: cross_encoder")
-        if self.adapter == "embedding":
-            if self.tasks.encode is None or self.tasks.encode.dense is None:
-                raise ValueError("an embedding model declares tasks.encode.dense")
-            if self.tasks.score is not None and self.tasks.score.mode != "bi_encoder":
-                raise ValueError("an embedding model scores with mode: bi_encoder")
+        declared = set(self.tasks.names())
+        if not declared:
+            raise ValueError("tasks must declare at least one of: encode, score, extract, generate")
+        if self.adapter in FAMILIES:
+            required, allowed = FAMILIES[self.adapter]
+            if not required <= declared or not declared <= allowed:
+                raise ValueError(
+                    f"a {self.adapter} model declares tasks {sorted(required)} (may add {sorted(allowed - required)}); "
+                    f"this one declares {sorted(declared)}"
+                )
+            mode = SCORE_MODES.get(self.adapter)
+            if self.tasks.score is not None and self.tasks.score.mode != mode:
+                raise ValueError(f"a {self.adapter} model scores with mode: {mode}")
+        elif not _CUSTOM_ADAPTER.match(self.adapter):
+            raise ValueError(f"adapter must be one of {sorted(FAMILIES)} or 'package.module:Class'")
+        if self.adapter == "embedding" and (self.tasks.encode is None or self.tasks.encode.dense is None):
+            raise ValueError("an embedding model declares tasks.encode.dense")
         return self
 
     def profile(self, device_kind: str) -> Profile:

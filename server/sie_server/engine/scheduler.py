@@ -86,7 +86,6 @@ class Scheduler:
         lanes = {policy.lane(p) for p in PRIORITIES}
         self._executors = {lane: ThreadPoolExecutor(1, thread_name_prefix=f"sie-{lane}") for lane in lanes}
         self._task: asyncio.Task[None] | None = None
-        pool.is_busy = self.busy
 
     # ----- admission -----------------------------------------------------------------------
     @property

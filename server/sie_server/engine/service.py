@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,27 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.engine.scheduler import Scheduler, WorkItem
 from sie_server.errors import ErrorCode, InvalidInput, ModelNotFound, SIEError
 from sie_server.memory.pool import ModelPool
+
+SCORE_OUTPUT = {"bi_encoder": "dense", "maxsim": "multivector", "sparse_dot": "sparse"}
+
+
+def similarity(kind: str, query: Any, item: Any) -> float:
+    """Cosine for dense vectors, MaxSim for multivectors, dot product for sparse vectors."""
+    if kind == "dense":
+        q, d = np.asarray(query, np.float32), np.asarray(item, np.float32)
+        return float(q @ d / max(float(np.linalg.norm(q) * np.linalg.norm(d)), 1e-12))
+    if kind == "multivector":
+        return maxsim(np.asarray(query, np.float32), np.asarray(item, np.float32))
+    (qi, qv), (di, dv) = query, item
+    _, q_at, d_at = np.intersect1d(qi, di, assume_unique=True, return_indices=True)
+    return float(np.dot(qv[q_at], dv[d_at]))
+
+
+def maxsim(query: np.ndarray, document: np.ndarray) -> float:
+    """Sum over query vectors of the best dot product with any document vector."""
+    if len(query) == 0 or len(document) == 0:
+        return 0.0
+    return float((query @ document.T).max(axis=1).sum())
 
 
 @dataclass(frozen=True)
@@ -112,9 +134,12 @@ class InferenceService:
             )
         timing = Timing()
         adapter = await self._adapter(model, call)
-        texts = [adapter.format_text(i.text, is_query=is_query, instruction=instruction) for i in items]
-        tokens = await self._tokenize(timing, adapter.tokenize_texts, texts)
-        results = await self._run(model, "encode", tokens, {"output_types": tuple(output_types)}, call, timing)
+        texts = [i.text for i in items]
+        tokens = await self._tokenize(
+            timing, partial(adapter.encode_tokens, texts, is_query=is_query, instruction=instruction)
+        )
+        options = {"output_types": tuple(output_types), "is_query": is_query}
+        results = await self._run(model, "encode", tokens, options, call, timing)
         outputs = [{k: v for k, v in r.items() if k in output_types} for r in results]
         return EncodeOutcome(
             model=model.id,
@@ -140,23 +165,26 @@ class InferenceService:
         timing = Timing()
         adapter = await self._adapter(model, call)
         if task.mode == "cross_encoder":
-            tokens = await self._tokenize(timing, adapter.tokenize_pairs, query.text, [i.text for i in items])
+            tokens = await self._tokenize(timing, partial(adapter.tokenize_pairs, query.text, [i.text for i in items]))
             values = await self._run(model, "score_pairs", tokens, {}, call, timing)
             scores = [float(v) for v in values]
             truncated = [i.id for i, t in zip(items, tokens, strict=True) if t.truncated]
             prompt_tokens = sum(t.length for t in tokens)
-        elif task.mode == "bi_encoder":
-            texts = [adapter.format_text(query.text, is_query=True, instruction=instruction)]
-            texts += [adapter.format_text(i.text, is_query=False, instruction=None) for i in items]
-            tokens = await self._tokenize(timing, adapter.tokenize_texts, texts)
-            vectors = await self._run(model, "encode", tokens, {"output_types": ("dense",)}, call, timing)
-            dense = np.stack([v["dense"] for v in vectors]).astype(np.float32)
-            dense /= np.clip(np.linalg.norm(dense, axis=1, keepdims=True), 1e-12, None)
-            scores = [float(s) for s in dense[1:] @ dense[0]]
-            truncated = [i.id for i, t in zip([query, *items], tokens, strict=True) if t.truncated]
-            prompt_tokens = sum(t.length for t in tokens)
-        else:
-            raise InvalidInput(f"model {model.id}: score mode {task.mode} is not served yet")
+        else:  # computed from the encode outputs of the query and of each item
+            kind = SCORE_OUTPUT[task.mode]
+            q_tokens = await self._tokenize(
+                timing, partial(adapter.encode_tokens, [query.text], is_query=True, instruction=instruction)
+            )
+            d_tokens = await self._tokenize(
+                timing, partial(adapter.encode_tokens, [i.text for i in items], is_query=False, instruction=None)
+            )
+            q_out, d_out = await asyncio.gather(
+                self._run(model, "encode", q_tokens, {"output_types": (kind,), "is_query": True}, call, timing),
+                self._run(model, "encode", d_tokens, {"output_types": (kind,), "is_query": False}, call, timing),
+            )
+            scores = [similarity(kind, q_out[0][kind], d[kind]) for d in d_out]
+            truncated = [i.id for i, t in zip([query, *items], q_tokens + d_tokens, strict=True) if t.truncated]
+            prompt_tokens = sum(t.length for t in q_tokens + d_tokens)
         order = sorted(range(len(items)), key=lambda k: -scores[k])
         return ScoreOutcome(
             model=model.id,
@@ -186,9 +214,9 @@ class InferenceService:
         return list(gathered.result())
 
     @staticmethod
-    async def _tokenize(timing: Timing, fn: Any, *args: Any) -> list[Tokens]:
+    async def _tokenize(timing: Timing, fn: Callable[[], list[Tokens]]) -> list[Tokens]:
         started = time.perf_counter()
-        tokens: list[Tokens] = await asyncio.to_thread(fn, *args)
+        tokens = await asyncio.to_thread(fn)
         timing.tokenization_ms += (time.perf_counter() - started) * 1000
         return tokens
 

@@ -65,6 +65,14 @@ def activation_reserve(folder: Path, max_batch_tokens: int, max_sequence_length:
     except (OSError, ValueError):
         return 0
     hidden = int(config.get("hidden_size") or config.get("d_model") or 768)
+    if any(str(a).endswith("ForCausalLM") for a in config.get("architectures") or []):
+        # a decoder holds its KV cache for every token in the batch, plus transient activations
+        layers = int(config.get("num_hidden_layers") or 12)
+        heads = int(config.get("num_attention_heads") or 12)
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        per_token = 2 * layers * kv_heads * head_dim + 8 * hidden
+        return int(max_batch_tokens * per_token * DTYPE_BYTES[dtype])
     ffn = int(config.get("intermediate_size") or 4 * hidden)
     heads = int(config.get("num_attention_heads") or 12)
     per_token = 6 * hidden + 2 * ffn + heads * min(max_sequence_length, max_batch_tokens)

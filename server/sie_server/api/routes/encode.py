@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from sie_server.api.codec import parse, render
 from sie_server.api.inputs import text_inputs
+from sie_server.api.outputs import check_dtype, encode_item
 from sie_server.api.schemas import EncodeRequest
 from sie_server.api.state import call_options, resolve
 from sie_server.errors import InvalidInput
 
 router = APIRouter()
-SUPPORTED_DTYPES = ("float32", "float16")
 
 
 @router.post("/v1/encode/{model:path}")
@@ -25,8 +22,7 @@ async def encode(model: str, request: Request) -> Response:
     params = body.params
     output_types: list[str] = list(params.output_types) if params and params.output_types else ["dense"]
     dtype = (params.output_dtype if params else None) or "float32"
-    if dtype not in SUPPORTED_DTYPES:
-        raise InvalidInput(f"output_dtype {dtype} is not supported yet; use one of {', '.join(SUPPORTED_DTYPES)}")
+    check_dtype(dtype, output_types)
     options = (params.options if params else None) or {}
     is_query = options.get("is_query", False)
     if not isinstance(is_query, bool):
@@ -39,16 +35,11 @@ async def encode(model: str, request: Request) -> Response:
         instruction=params.instruction if params else None,
         call=call_options(request),
     )
-    items: list[dict[str, Any]] = []
-    for item_id, outputs in zip(outcome.ids, outcome.outputs, strict=True):
-        entry: dict[str, Any] = {"id": item_id}
-        if "dense" in outputs:
-            values = np.asarray(outputs["dense"], dtype=np.dtype(dtype))
-            entry["dense"] = {"dims": int(values.shape[0]), "dtype": dtype, "values": values}
-        items.append(entry)
+    encode_task = config.tasks.encode
+    dims = {k: getattr(encode_task, k).dim for k in encode_task.output_types()} if encode_task else {}
     payload = {
         "model": outcome.model,
-        "items": items,
+        "items": [encode_item(i, o, dtype, dims) for i, o in zip(outcome.ids, outcome.outputs, strict=True)],
         "timing": outcome.timing.as_dict(),
         "usage": {"prompt_tokens": outcome.prompt_tokens},
         "truncated_items": outcome.truncated,

@@ -29,4 +29,6 @@ async def readyz(request: Request) -> Response:
         return json_response({"status": "draining"}, 503)
     if not state.ready:
         return json_response({"status": "starting"}, 503)
-    return json_response({"status": "ready", "queued_items": state.scheduler.queued})
+    return json_response(
+        {"status": "ready", "queued_items": state.scheduler.queued, "inflight_requests": state.inflight}
+    )

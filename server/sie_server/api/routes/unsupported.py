@@ -1,4 +1,4 @@
-"""``/v1/extract`` and ``/v1/generate``: the routes exist; no catalog model offers these tasks yet."""
+"""``/v1/extract``: the route exists; no catalog model offers this task yet."""
 
 from __future__ import annotations
 
@@ -12,17 +12,8 @@ from sie_server.errors import InvalidInput
 router = APIRouter()
 
 
-async def _refuse(task: str, model: str, request: Request) -> Response:
-    state, config = resolve(request, model, task)
-    await read_body(request, state.settings.max_body_bytes)
-    raise InvalidInput(f"model {config.id} does not support {task} (its tasks: {config.tasks.names()})")
-
-
 @router.post("/v1/extract/{model:path}")
 async def extract(model: str, request: Request) -> Response:
-    return await _refuse("extract", model, request)
-
-
-@router.post("/v1/generate/{model:path}")
-async def generate(model: str, request: Request) -> Response:
-    return await _refuse("generate", model, request)
+    state, config = resolve(request, model, "extract")
+    await read_body(request, state.settings.max_body_bytes)
+    raise InvalidInput(f"model {config.id} does not support extract (its tasks: {config.tasks.names()})")

@@ -1,0 +1,28 @@
+"""The part every SIE ecosystem adapter shares: settings, clients, batching, roles, scores.
+
+Each adapter (``sie_langchain``, ``sie_llamaindex``, ``sie_chroma``, ``sie_qdrant``,
+``sie_weaviate``, ``sie_lancedb``) holds one ``SIEBackend`` and only translates between its
+ecosystem's types and these calls. Errors are the SDK's typed exceptions
+(``sie_sdk.ModelNotFoundError``, ``sie_sdk.InvalidInputError``, ...), passed through unchanged.
+"""
+
+from ._backend import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_TIMEOUT_S,
+    SIEBackend,
+    chunked,
+    model_served,
+    resolve_base_url,
+)
+from ._vectorizer import SparseDict, VectorizerCore
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_TIMEOUT_S",
+    "SIEBackend",
+    "SparseDict",
+    "VectorizerCore",
+    "chunked",
+    "model_served",
+    "resolve_base_url",
+]

@@ -1,0 +1,89 @@
+"""LanceDB text embedding functions on SIE: dense (``"sie"``) and multivector (``"sie-multivector"``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, TypeVar, cast
+
+import numpy as np
+from lancedb.embeddings import TextEmbeddingFunction
+from lancedb.embeddings import register as _lancedb_register
+from pydantic import Field, PrivateAttr
+
+from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBackend
+
+F = TypeVar("F", bound=type)
+register = cast(Callable[[str], Callable[[F], F]], _lancedb_register)
+
+
+class _SIETextFunction(TextEmbeddingFunction):
+    """Settings and calls shared by both functions.
+
+    ``model``, ``base_url`` (``None``: ``$SIE_URL`` at call time, else
+    http://127.0.0.1:8080), ``priority``, ``instruction`` (queries only), ``batch_size``,
+    ``timeout``. LanceDB's own retry loop is bypassed: the SDK already retries what can be
+    retried, and other errors reach the caller as the SDK's typed exceptions.
+    """
+
+    output: ClassVar[Literal["dense", "multivector"]] = "dense"
+
+    model: str
+    base_url: str | None = None
+    priority: Literal["interactive", "batch"] | None = None
+    instruction: str | None = None
+    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
+    timeout: float | None = DEFAULT_TIMEOUT_S
+
+    _backend: SIEBackend | None = PrivateAttr(default=None)
+
+    @property
+    def backend(self) -> SIEBackend:
+        if self._backend is None:
+            self._backend = SIEBackend(
+                self.model,
+                base_url=self.base_url,
+                priority=self.priority,
+                instruction=self.instruction,
+                batch_size=self.batch_size,
+                timeout=self.timeout,
+            )
+        return self._backend
+
+    def ndims(self) -> int:
+        """The vector size (per token, for multivectors), asked from the server once."""
+        return self.backend.dims(self.output)
+
+    def _embed(self, texts: Any, *, is_query: bool) -> list[np.ndarray]:
+        results = self.backend.encode(list(self.sanitize_input(texts)), output_types=[self.output], is_query=is_query)
+        return [np.asarray(result[self.output], dtype=np.float32) for result in results]
+
+    def generate_embeddings(self, texts: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        """Document embeddings (the model's document prefix)."""
+        return self._embed(texts, is_query=False)
+
+    def compute_query_embeddings(self, query: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """Query embeddings (the model's query prefix, or ``instruction``)."""
+        return self._embed([query], is_query=True)
+
+    def compute_query_embeddings_with_retry(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return self.compute_query_embeddings(*args, **kwargs)
+
+    def compute_source_embeddings_with_retry(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return self.compute_source_embeddings(*args, **kwargs)
+
+
+@register("sie")
+class SIEEmbeddingFunction(_SIETextFunction):
+    """Dense text embeddings from an SIE server; declare the column as ``Vector(fn.ndims())``."""
+
+    output: ClassVar[Literal["dense", "multivector"]] = "dense"
+
+
+@register("sie-multivector")
+class SIEMultivectorEmbeddingFunction(_SIETextFunction):
+    """Per-token (ColBERT-style) embeddings; declare the column as ``MultiVector(fn.ndims())``.
+
+    LanceDB compares multivectors by MaxSim; use ``metric("cosine")`` on searches.
+    """
+
+    output: ClassVar[Literal["dense", "multivector"]] = "multivector"

@@ -1,0 +1,184 @@
+"""Causal language models on transformers: prompt rendering, batched prefill and one-token decode steps.
+
+The decode loop (engine/generation.py) owns the batch; this adapter only runs the model on
+it. A batch is left-padded: row ``i`` holds its real tokens at the right end of the mask.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.transformers_base import DTYPES
+
+
+@dataclass
+class DecodeBatch:
+    """The running batch: its KV cache and attention mask (rows x cached length)."""
+
+    cache: Any
+    mask: torch.Tensor
+
+    @property
+    def rows(self) -> int:
+        return int(self.mask.shape[0])
+
+
+def _left_pad(tensor: torch.Tensor, length: int, dim: int, value: float = 0) -> torch.Tensor:
+    missing = length - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([torch.full(shape, value, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
+
+
+class CausalLMAdapter(Adapter):
+    operations = frozenset({"generate"})
+
+    model: Any = None
+    tokenizer: Any = None
+    eos_ids: frozenset[int] = frozenset()
+    context_length: int = 0
+    _cache_kwarg: str = "past_key_values"
+    _last_logits_only: bool = False
+
+    def load(self, weights: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(weights))
+        loader: Any = AutoModelForCausalLM
+        model = loader.from_pretrained(
+            str(weights), dtype=DTYPES[self.profile.dtype], attn_implementation=self.profile.attn
+        )
+        model.to(self.device).eval()
+        eos = model.generation_config.eos_token_id if model.generation_config else None
+        eos = eos if eos is not None else self.tokenizer.eos_token_id
+        self.eos_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        limit = getattr(model.config, "max_position_embeddings", None) or self.config.max_sequence_length
+        self.context_length = min(int(limit), self.config.max_sequence_length)
+        self.model = model
+        # transformers renamed `past_key_values` to `cache`; use whichever this version takes
+        parameters = inspect.signature(model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
+        self._last_logits_only = "logits_to_keep" in parameters
+
+    def unload(self) -> None:
+        self.model = None
+        gc.collect()
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+
+    def resident_bytes(self) -> int:
+        if self.model is None:
+            return 0
+        return sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
+
+    def warmup(self) -> None:
+        batch, _ = self.prefill([self.prompt_ids("hello", None)])
+        self.decode(batch, [self.eos_token_or(0)], [batch.mask.shape[1]])
+
+    def eos_token_or(self, default: int) -> int:
+        return next(iter(sorted(self.eos_ids)), default)
+
+    # ----- prompts ----------------------------------------------------------------------------
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def prompt_ids(self, prompt: str | None, messages: list[dict[str, str]] | None) -> list[int]:
+        if messages is not None:
+            if not self.has_chat_template:
+                text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant:"
+                return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+            rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            ids = rendered["input_ids"] if isinstance(rendered, dict) or hasattr(rendered, "keys") else rendered
+            return [int(i) for i in ids]
+        return list(self.tokenizer(prompt or "", add_special_tokens=True)["input_ids"])
+
+    def decode_text(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    # ----- running ----------------------------------------------------------------------------
+    def _forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> Any:
+        extra: dict[str, Any] = {self._cache_kwarg: cache}
+        if self._last_logits_only:
+            extra["logits_to_keep"] = 1  # the prompt's other positions' logits are never used
+        with torch.inference_mode():
+            return self.model(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=positions.to(self.device),
+                use_cache=True,
+                **extra,
+            )
+
+    @staticmethod
+    def _cache_of(out: Any) -> Any:
+        cache = getattr(out, "cache", None)
+        return cache if cache is not None else out.past_key_values
+
+    def prefill(self, prompts: list[list[int]]) -> tuple[DecodeBatch, torch.Tensor]:
+        """Run the prompts (left-padded together); the new batch and each row's next-token logits."""
+        width = max(len(p) for p in prompts)
+        pad = self.eos_token_or(0)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        from transformers import DynamicCache
+
+        out = self._forward(ids, mask, positions, DynamicCache())
+        return DecodeBatch(self._cache_of(out), mask), out.logits[:, -1, :].float()
+
+    def decode(self, batch: DecodeBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
+        """One step: feed each row its last token; returns next-token logits and grows the batch."""
+        batch.mask = torch.cat([batch.mask, torch.ones((batch.rows, 1), dtype=torch.long)], dim=1)
+        ids = torch.tensor(tokens, dtype=torch.long).unsqueeze(1)
+        pos = torch.tensor(positions, dtype=torch.long).unsqueeze(1)
+        out = self._forward(ids, batch.mask, pos, batch.cache)
+        batch.cache = self._cache_of(out)
+        logits: torch.Tensor = out.logits[:, -1, :].float()
+        return logits
+
+    @staticmethod
+    def merge(first: DecodeBatch | None, second: DecodeBatch) -> DecodeBatch:
+        """One batch of both, left-padded to the longer cache."""
+        if first is None:
+            return second
+        from transformers import DynamicCache
+
+        length = max(first.mask.shape[1], second.mask.shape[1])
+        layers = []
+        for a, b in zip(first.cache.layers, second.cache.layers, strict=True):
+            keys = torch.cat([_left_pad(a.keys, length, 2), _left_pad(b.keys, length, 2)], dim=0)
+            values = torch.cat([_left_pad(a.values, length, 2), _left_pad(b.values, length, 2)], dim=0)
+            layers.append((keys, values))
+        mask = torch.cat([_left_pad(first.mask, length, 1), _left_pad(second.mask, length, 1)], dim=0)
+        return DecodeBatch(DynamicCache(layers), mask)
+
+    @staticmethod
+    def keep(batch: DecodeBatch, rows: list[int]) -> DecodeBatch | None:
+        """The batch without the finished rows (None when none is left), trimmed of padding
+        columns that no remaining row attends to."""
+        if not rows:
+            return None
+        index = torch.tensor(rows, dtype=torch.long)
+        batch.cache.batch_select_indices(index.to(batch.cache.layers[0].keys.device))
+        mask = batch.mask[index]
+        used = mask.sum(0).nonzero()
+        lead = int(used[0]) if len(used) else 0
+        if lead:
+            for layer in batch.cache.layers:
+                layer.keys = layer.keys[:, :, lead:, :]
+                layer.values = layer.values[:, :, lead:, :]
+            mask = mask[:, lead:]
+        return DecodeBatch(batch.cache, mask)
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        raise ValueError("causal LMs generate through the decode loop, not one-shot batches")

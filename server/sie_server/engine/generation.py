@@ -1,0 +1,262 @@
+"""Generation: one decode loop per model that batches every active sequence step by step.
+
+New requests join between steps (they are prefilled together and merged into the running
+batch), finished or abandoned ones leave between steps, and the tokens a batch may hold
+(prompt + max_new_tokens of every active sequence) stay within the model's
+``max_batch_tokens`` — the KV cache the memory budget charged for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
+from sie_server.catalog.schema import ModelConfig
+from sie_server.errors import InferenceError, InvalidInput, SIEError
+from sie_server.memory.pool import ModelPool
+from sie_server.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 256
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(eq=False)
+class Sequence:
+    prompt_ids: list[int]
+    params: SamplingParams
+    generated: list[int] = field(default_factory=list)
+    text: str = ""
+    emitted: int = 0  # characters of text already sent
+    finish_reason: str | None = None
+    deltas: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
+    cancelled: bool = False
+    generator: torch.Generator | None = None
+    created: float = field(default_factory=time.monotonic)
+    error: SIEError | None = None
+
+    @property
+    def budget_tokens(self) -> int:
+        return len(self.prompt_ids) + self.params.max_new_tokens
+
+    @property
+    def position(self) -> int:
+        return len(self.prompt_ids) + len(self.generated) - 1
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    if params.temperature <= 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / params.temperature, dim=-1)
+    if params.top_p < 1.0:
+        ordered, order = torch.sort(probs, descending=True)
+        keep = ordered.cumsum(-1) - ordered < params.top_p
+        probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class DecodeLoop:
+    """The sequences of one model and the task that steps them."""
+
+    def __init__(
+        self, config: ModelConfig, pool: ModelPool, executor: ThreadPoolExecutor, budget: int, metrics: Metrics
+    ):
+        self.metrics = metrics
+        self.config = config
+        self.pool = pool
+        self.executor = executor
+        self.budget = budget
+        self.waiting: deque[Sequence] = deque()
+        self.active: list[Sequence] = []
+        self.batch: DecodeBatch | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.steps = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run(), name=f"decode:{self.config.id}")
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.active)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self.waiting or self.active:
+                adapter = await self.pool.acquire(self.config, wait=True, timeout_s=300)
+                assert isinstance(adapter, CausalLMAdapter)
+                self._drop_cancelled()
+                joining = self._admit()
+                if joining:
+                    joined, logits = await loop.run_in_executor(
+                        self.executor, adapter.prefill, [s.prompt_ids for s in joining]
+                    )
+                    self.batch = adapter.merge(self.batch, joined)
+                    self.active.extend(joining)
+                    self._advance(adapter, joining, logits)
+                elif self.active and self.batch is not None:
+                    tokens = [s.generated[-1] for s in self.active]
+                    positions = [s.position for s in self.active]
+                    logits = await loop.run_in_executor(self.executor, adapter.decode, self.batch, tokens, positions)
+                    self.steps += 1
+                    self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
+                    self._advance(adapter, self.active, logits)
+                self._retire(adapter)
+                if not self.active and self.waiting and not self._admit_possible():
+                    raise InvalidInput("a request needs more tokens than the model's batch budget")
+        except SIEError as exc:
+            self._fail_all(exc)
+        except Exception as exc:
+            log.exception("decode loop of %s failed", self.config.id)
+            self._fail_all(InferenceError(f"model {self.config.id} failed while generating ({type(exc).__name__})"))
+        finally:
+            self.batch = None
+
+    def _admit_possible(self) -> bool:
+        return bool(self.waiting) and self.waiting[0].budget_tokens <= self.budget
+
+    def _admit(self) -> list[Sequence]:
+        used = sum(s.budget_tokens for s in self.active)
+        joining: list[Sequence] = []
+        while self.waiting and used + self.waiting[0].budget_tokens <= self.budget:
+            seq = self.waiting.popleft()
+            used += seq.budget_tokens
+            joining.append(seq)
+        return joining
+
+    def _advance(self, adapter: CausalLMAdapter, rows: list[Sequence], logits: torch.Tensor) -> None:
+        for i, seq in enumerate(rows):
+            token = sample(logits[i], seq.params, seq.generator)
+            seq.generated.append(token)
+            if token in adapter.eos_ids:
+                seq.finish_reason = "stop"
+                seq.generated.pop()
+            text = adapter.decode_text(seq.generated)
+            for stop in seq.params.stop:
+                at = text.find(stop)
+                if at >= 0:
+                    text, seq.finish_reason = text[:at], "stop"
+            if seq.finish_reason is None and len(seq.generated) >= seq.params.max_new_tokens:
+                seq.finish_reason = "length"
+            seq.text = text
+            stable = len(text) if seq.finish_reason else len(text.rstrip("\ufffd"))
+            if stable > seq.emitted:
+                seq.deltas.put_nowait(text[seq.emitted : stable])
+                seq.emitted = stable
+
+    def _retire(self, adapter: CausalLMAdapter) -> None:
+        keep = [i for i, s in enumerate(self.active) if s.finish_reason is None and not s.cancelled]
+        for seq in self.active:
+            if seq.finish_reason is not None or seq.cancelled:
+                seq.deltas.put_nowait(None)
+        if len(keep) != len(self.active) and self.batch is not None:
+            self.batch = adapter.keep(self.batch, keep)
+            self.active = [self.active[i] for i in keep]
+
+    def _drop_cancelled(self) -> None:
+        self.waiting = deque(s for s in self.waiting if not s.cancelled)
+
+    def _fail_all(self, exc: SIEError) -> None:
+        for seq in [*self.active, *self.waiting]:
+            seq.error = exc
+            seq.deltas.put_nowait(None)
+        self.active, self.waiting = [], deque()
+
+
+class GenerationService:
+    """Starts sequences on their model's decode loop and streams their text back."""
+
+    def __init__(self, pool: ModelPool, load_timeout_s: float):
+        self.pool = pool
+        self.load_timeout_s = load_timeout_s
+        self.loops: dict[str, DecodeLoop] = {}
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="sie-decode")
+
+    def busy(self, model_id: str) -> bool:
+        loop = self.loops.get(model_id)
+        return loop is not None and loop.busy
+
+    async def start(
+        self,
+        model: ModelConfig,
+        *,
+        prompt: str | None,
+        messages: list[dict[str, str]] | None,
+        params: SamplingParams,
+        wait_for_load: bool,
+    ) -> tuple[Sequence, CausalLMAdapter]:
+        adapter = await self.pool.acquire(model, wait=wait_for_load, timeout_s=self.load_timeout_s)
+        if not isinstance(adapter, CausalLMAdapter):
+            raise InvalidInput(f"model {model.id} does not support generate")
+        ids = await asyncio.to_thread(adapter.prompt_ids, prompt, messages)
+        if not ids:
+            raise InvalidInput("the prompt is empty")
+        budget = model.profile(self.pool.device_kind).max_batch_tokens
+        total = len(ids) + params.max_new_tokens
+        if len(ids) + params.max_new_tokens > adapter.context_length:
+            raise InvalidInput(
+                f"prompt ({len(ids)} tokens) + max_new_tokens ({params.max_new_tokens}) exceeds model "
+                f"{model.id}'s context length of {adapter.context_length} tokens"
+            )
+        if total > budget:
+            raise InvalidInput(
+                f"prompt + max_new_tokens is {total} tokens; model {model.id} serves at most {budget} per sequence"
+            )
+        seq = Sequence(ids, params)
+        if params.seed is not None:
+            seq.generator = torch.Generator().manual_seed(params.seed)
+        loop = self.loops.get(model.id)
+        if loop is None:
+            loop = self.loops[model.id] = DecodeLoop(model, self.pool, self.executor, budget, self.pool.metrics)
+        loop.add(seq)
+        return seq, adapter
+
+    @staticmethod
+    async def stream(seq: Sequence) -> AsyncIterator[str]:
+        """The text deltas of a sequence as they are produced; cancels it if the consumer leaves."""
+        try:
+            while True:
+                delta = await seq.deltas.get()
+                if delta is None:
+                    if seq.error is not None:
+                        raise seq.error
+                    return
+                yield delta
+        finally:
+            if seq.finish_reason is None:
+                seq.cancelled = True
+
+    async def complete(self, seq: Sequence) -> str:
+        async for _ in self.stream(seq):
+            pass
+        return seq.text
+
+    async def stop(self) -> None:
+        tasks = [loop.task for loop in self.loops.values() if loop.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def usage(seq: Sequence) -> dict[str, Any]:
+    prompt, completion = len(seq.prompt_ids), len(seq.generated)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

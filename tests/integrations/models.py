@@ -1,0 +1,52 @@
+"""Model ids the integration tests use, and how to skip when the shared server lacks one."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import httpx
+import pytest
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"  # real packaged weights, 384 dims
+TINY_EMBEDDER = "test/tiny-embedder"  # random weights, 32 dims
+TINY_RERANKER = "test/tiny-reranker"  # random cross-encoder
+TINY_SPLADE = "test/tiny-splade"  # sparse, once the SPLADE family lands
+TINY_COLBERT = "test/tiny-colbert"  # multivector, once the ColBERT family lands
+TINY_LLM = "test/tiny-llm"  # generate (random weights: gibberish, real token counts)
+
+# What each model must offer: (encode output, task).
+NEEDS: dict[str, tuple[str | None, str | None]] = {
+    TINY_SPLADE: ("sparse", "encode"),
+    TINY_COLBERT: ("multivector", "encode"),
+    TINY_LLM: (None, "generate"),
+}
+
+
+@cache
+def served_models(base_url: str) -> dict[str, dict[str, object]]:
+    """The shared server's ``GET /v1/models``, by id (asked once per server)."""
+    answer = httpx.get(f"{base_url}/v1/models", timeout=30.0)
+    answer.raise_for_status()
+    return {info["id"]: info for info in answer.json()["models"]}
+
+
+def missing_reason(base_url: str, model: str) -> str | None:
+    """Why ``model`` cannot serve these tests on this server, or ``None`` when it can."""
+    info = served_models(base_url).get(model)
+    if info is None:
+        return f"{model} is not in the test server's catalog yet"
+    output, task = NEEDS.get(model, (None, None))
+    outputs = info.get("outputs") or []
+    tasks = info.get("tasks") or []
+    if output is not None and output not in outputs:  # type: ignore[operator]
+        return f"{model} does not serve {output} vectors yet (outputs: {outputs})"
+    if task is not None and task not in tasks:  # type: ignore[operator]
+        return f"{model} does not serve the {task} task yet (tasks: {tasks})"
+    return None
+
+
+def require_model(base_url: str, model: str) -> None:
+    """Skip the calling test, with the reason, unless the live server serves ``model``."""
+    reason = missing_reason(base_url, model)
+    if reason is not None:
+        pytest.skip(reason)
