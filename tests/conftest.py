@@ -15,19 +15,21 @@ from tests.helpers.catalog import (
     tiny_colbert,
     tiny_cross_encoder,
     tiny_embedder,
+    tiny_gliner,
     tiny_llm,
     tiny_splade,
     write_config,
 )
 from tests.helpers.server import ServerProcess
-from tests.helpers.tiny_models import vocabulary as tiny_vocab
 from tests.helpers.tiny_models import (
     build_bert_embedder,
     build_cross_encoder,
     build_tiny_colbert,
+    build_tiny_gliner,
     build_tiny_llm,
     build_tiny_splade,
 )
+from tests.helpers.tiny_models import vocabulary as tiny_vocab
 
 # Limits the shared test server runs with, so error tests can cross them cheaply.
 MAX_TEXT_BYTES = 4096
@@ -45,6 +47,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "llm": build_tiny_llm(root / "tiny-llm"),
         "splade": build_tiny_splade(root / "tiny-splade"),
         "colbert": build_tiny_colbert(root / "tiny-colbert"),
+        "gliner": build_tiny_gliner(root / "tiny-gliner", backbone=root / "bert-embedder"),
     }
 
 
@@ -63,6 +66,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_llm("test/tiny-llm", tiny_models["llm"]))
     write_config(folder, tiny_splade("test/tiny-splade", tiny_models["splade"], vocab=TINY_VOCAB))
     write_config(folder, tiny_colbert("test/tiny-colbert", tiny_models["colbert"]))
+    write_config(folder, tiny_gliner("test/tiny-gliner", tiny_models["gliner"]))
     real_splade = tiny_splade(SPLADE_SMALL, tiny_models["splade"], vocab=30522, max_len=256)
     real_splade["source"] = {"package": "cognition", "package_subdir": "model"}
     write_config(folder, real_splade)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
 import numpy as np
@@ -83,7 +83,17 @@ class SIEEmbeddingFunction(_SIETextFunction):
 class SIEMultivectorEmbeddingFunction(_SIETextFunction):
     """Per-token (ColBERT-style) embeddings; declare the column as ``MultiVector(fn.ndims())``.
 
-    LanceDB compares multivectors by MaxSim; use ``metric("cosine")`` on searches.
+    LanceDB (0.40) fills a vector column on ``add`` only with vectors of ``ndims()`` numbers,
+    which a multivector is not: add rows through ``with_vectors(rows)``. Searching by text
+    (``table.search("...")``) embeds the query through this function; LanceDB scores
+    multivectors by MaxSim, with ``metric("cosine")``.
     """
 
     output: ClassVar[Literal["dense", "multivector"]] = "multivector"
+
+    def with_vectors(
+        self, rows: Sequence[Mapping[str, Any]], *, source_column: str = "text", vector_column: str = "vector"
+    ) -> list[dict[str, Any]]:
+        """Copies of ``rows`` with ``vector_column`` set to each ``source_column`` text's multivector."""
+        vectors = self.compute_source_embeddings([str(row[source_column]) for row in rows])
+        return [{**row, vector_column: vector.tolist()} for row, vector in zip(rows, vectors, strict=True)]

@@ -79,6 +79,17 @@ def tiny_colbert(model_id: str, path: Path, dim: int = 16, max_len: int = 64) ->
     }
 
 
+def tiny_gliner(model_id: str, path: Path, max_len: int = 64) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "gliner",
+        "tasks": {"extract": {"max_labels": 5, "threshold": 0.5}},
+        "max_sequence_length": max_len,
+        "profiles": CPU_PROFILE,
+    }
+
+
 def copy_real(folder: Path, model_id: str) -> Path:
     source = REAL_CATALOG / (model_id.replace("/", "__") + ".yaml")
     return Path(shutil.copy(source, folder / source.name))

@@ -151,3 +151,19 @@ def build_tiny_colbert(folder: Path, dim: int = 16, seed: int = 4) -> Path:
     weights["linear.weight"] = torch.randn(dim, config.hidden_size) * 0.1
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
+
+
+def build_tiny_gliner(folder: Path, backbone: Path, max_len: int = 64, seed: int = 5) -> Path:
+    """A tiny random GLiNER span model over the tiny BERT backbone (gliner's own save format)."""
+    import torch
+    from gliner import GLiNERConfig
+    from gliner.model import UniEncoderSpanGLiNER
+
+    if (folder / "gliner_config.json").exists():
+        return folder
+    config = GLiNERConfig(
+        model_name=str(backbone), hidden_size=32, max_width=6, max_len=max_len, dropout=0.0, max_types=10
+    )
+    torch.manual_seed(seed)
+    UniEncoderSpanGLiNER.load_from_config(config).save_pretrained(str(folder))
+    return folder

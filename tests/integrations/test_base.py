@@ -151,7 +151,12 @@ def test_named_vectors_ask_each_model_once_per_batch(base_url: str, needs_model:
         )
         rows = core.named_raw(TEXTS[:70])
     assert [r.url.path.split("/v1/encode/")[1] for r in transport.requests] == [
-        MINILM, MINILM, TINY_SPLADE, TINY_SPLADE, TINY_COLBERT, TINY_COLBERT
+        MINILM,
+        MINILM,
+        TINY_SPLADE,
+        TINY_SPLADE,
+        TINY_COLBERT,
+        TINY_COLBERT,
     ]
     assert set(rows[0]) == {"dense", "sparse", "multivector"}
 

@@ -41,7 +41,7 @@ def test_embeddings_batch_past_the_server_item_limit(base_url: str) -> None:
 def test_reranker_orders_by_relevance(base_url: str) -> None:
     reranker = SIEReranker(model=MINILM, base_url=base_url, top_n=3)  # MiniLM scores as a bi-encoder
     ranked = reranker.compress_documents(DOCS, QUERY)
-    assert [doc.metadata["key"] for doc in ranked][0] == EXPECTED_ID
+    assert ranked[0].metadata["key"] == EXPECTED_ID
     scores = [doc.metadata["relevance_score"] for doc in ranked]
     assert len(ranked) == 3 and scores == sorted(scores, reverse=True)
     assert ranked[0].id == EXPECTED_ID
@@ -99,9 +99,12 @@ def test_llm_invoke_stream_and_async(base_url: str, needs_model: Callable[[str],
     text = llm.invoke("Once upon a time")
     assert isinstance(text, str) and text
     assert "".join(llm.stream("Once upon a time")) == text
-    assert SIELLM(model=TINY_LLM, base_url=base_url, max_tokens=8, temperature=0.0, streaming=True).invoke(
-        "Once upon a time"
-    ) == text
+    assert (
+        SIELLM(model=TINY_LLM, base_url=base_url, max_tokens=8, temperature=0.0, streaming=True).invoke(
+            "Once upon a time"
+        )
+        == text
+    )
 
 
 async def test_llm_async(base_url: str, needs_model: Callable[[str], None]) -> None:

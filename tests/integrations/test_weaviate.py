@@ -72,7 +72,7 @@ def test_insert_and_near_vector_find_the_invoice(
     assert fake.state.calls.count("grpc BatchObjects") == 4
 
     hits = vectorizer.near_vector(docs, QUERY, limit=3)
-    assert [hit.properties["text"] for hit in hits.objects][0] == EXPECTED_TEXT
+    assert hits.objects[0].properties["text"] == EXPECTED_TEXT
     distances = [hit.metadata.distance for hit in hits.objects]
     assert distances == sorted(distances)
 

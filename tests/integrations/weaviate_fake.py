@@ -221,11 +221,11 @@ class _Servicer(weaviate_pb2_grpc.WeaviateServicer):  # type: ignore[misc]
     def __init__(self, fake: FakeWeaviate) -> None:
         self.fake = fake
 
-    def BatchObjects(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802 - gRPC name
+    def BatchObjects(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.fake.calls.append("grpc BatchObjects")
         return self.fake.batch(request)
 
-    def Search(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802 - gRPC name
+    def Search(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.fake.calls.append("grpc Search")
         return self.fake.search(request, context)
 
@@ -276,13 +276,13 @@ def _rest_handler(fake: FakeWeaviate) -> type[BaseHTTPRequestHandler]:
                     return self._send(200)
             return self._send(HTTPStatus.NOT_FOUND, {"error": [{"message": f"no route {method} {path}"}]})
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server name
+        def do_GET(self) -> None:
             self._route("GET")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._route("POST")
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             self._route("DELETE")
 
     return Handler

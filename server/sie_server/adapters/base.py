@@ -22,6 +22,8 @@ class Tokens:
     input_ids: list[int]
     token_type_ids: list[int] | None
     truncated: bool
+    #: adapter-specific payload carried with the tokens (a text window and its offset, say)
+    data: Any = None
 
     @property
     def length(self) -> int:
@@ -67,6 +69,10 @@ class Adapter(ABC):
 
     def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
         raise NotImplementedError(f"{type(self).__name__} does not tokenize pairs")
+
+    def windows(self, texts: list[str]) -> list[Tokens]:
+        """Span extractors: each text as windows, ``data`` = (item index, char offset, window text)."""
+        raise NotImplementedError(f"{type(self).__name__} does not extract spans")
 
     @abstractmethod
     def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:

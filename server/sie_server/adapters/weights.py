@@ -12,8 +12,14 @@ from sie_server.errors import ModelLoadFailed
 
 log = logging.getLogger(__name__)
 
-# Only these files are fetched from the hub: the weights in safetensors, configs, tokenizers.
-HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "1_Pooling/*", "*.py"]
+# Only these files are fetched from the hub: the weights in safetensors, configs, tokenizers,
+# plus what a family keeps elsewhere (GLiNER's pytorch_model.bin, BGE-M3's sparse/colbert heads).
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "1_Pooling/*", "1_Dense/*"]
+FAMILY_PATTERNS = {"gliner": ["pytorch_model.bin"], "bge_m3": ["colbert_linear.pt", "sparse_linear.pt"]}
+
+
+def hub_patterns(config: ModelConfig) -> list[str]:
+    return HUB_PATTERNS + FAMILY_PATTERNS.get(config.adapter, [])
 
 
 @dataclass(frozen=True)
@@ -33,12 +39,12 @@ def _package_dir(package: str, subdir: str) -> Path | None:
     return folder if folder.is_dir() else None
 
 
-def _hf_cached(repo: str, revision: str | None) -> Path | None:
+def _hf_cached(repo: str, revision: str | None, patterns: list[str]) -> Path | None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        folder = snapshot_download(repo, revision=revision, local_files_only=True, allow_patterns=HUB_PATTERNS)
+        folder = snapshot_download(repo, revision=revision, local_files_only=True, allow_patterns=patterns)
     except (LocalEntryNotFoundError, OSError, ValueError):
         return None
     path = Path(str(folder))
@@ -56,7 +62,7 @@ def locate_offline(config: ModelConfig) -> WeightsLocation | None:
         if folder is not None and (not src.gguf_file or (folder / src.gguf_file).is_file()):
             return WeightsLocation(folder, f"package:{src.package}")
     if src.hf:
-        cached = _hf_cached(src.hf, src.revision)
+        cached = _hf_cached(src.hf, src.revision, hub_patterns(config))
         if cached is not None:
             return WeightsLocation(cached, "hf-cache")
     return None
@@ -92,7 +98,7 @@ def resolve(config: ModelConfig, offline: bool) -> WeightsLocation:
 
         log.info("downloading %s@%s from the hub", src.hf, src.revision)
         try:
-            folder = snapshot_download(src.hf, revision=src.revision, allow_patterns=HUB_PATTERNS)
+            folder = snapshot_download(src.hf, revision=src.revision, allow_patterns=hub_patterns(config))
         except Exception as exc:  # the hub client raises many kinds; all mean "could not fetch"
             raise ModelLoadFailed(
                 f"model {config.id}: downloading {src.hf}@{src.revision} failed ({type(exc).__name__}: {exc})"

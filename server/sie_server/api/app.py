@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from sie_server import __version__
 from sie_server.api import errors
 from sie_server.api.middleware import RequestMetrics
-from sie_server.api.routes import compat, encode, generate, health, models, score, unsupported
+from sie_server.api.routes import compat, encode, extract, generate, health, models, score
 from sie_server.api.state import ServerState
 from sie_server.catalog.loader import Catalog, canonical_id
 from sie_server.device import device_kind, resolve_device
@@ -95,7 +95,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="SIE", version=__version__, lifespan=lifespan)
     app.state.sie = state
-    for module in (health, models, encode, score, compat, generate, unsupported):
+    for module in (health, models, encode, score, extract, compat, generate):
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(RequestMetrics, state=state)

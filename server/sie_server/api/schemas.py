@@ -59,7 +59,7 @@ class ScoreRequest(Wire):
 
 class ExtractParams(Wire):
     labels: list[str] | None = None
-    threshold: float | None = None
+    threshold: float | None = Field(default=None, ge=0, le=1)
     options: dict[str, Any] | None = None
 
 

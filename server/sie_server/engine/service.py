@@ -82,6 +82,14 @@ class ScoreOutcome:
     timing: Timing
 
 
+@dataclass
+class ExtractOutcome:
+    model: str
+    ids: list[str]
+    entities: list[list[dict[str, Any]]]
+    timing: Timing
+
+
 @dataclass(frozen=True)
 class CallOptions:
     priority: str = "interactive"
@@ -194,6 +202,43 @@ class InferenceService:
             prompt_tokens=prompt_tokens,
             timing=timing,
         )
+
+    async def extract(
+        self,
+        model: ModelConfig,
+        items: list[TextInput],
+        *,
+        labels: list[str],
+        threshold: float | None,
+        call: CallOptions,
+    ) -> ExtractOutcome:
+        task = model.tasks.extract
+        if task is None:
+            raise InvalidInput(f"model {model.id} does not support extract (its tasks: {model.tasks.names()})")
+        if not labels:
+            raise InvalidInput('params.labels must name at least one entity type, e.g. ["company", "amount"]')
+        if len(labels) > task.max_labels:
+            raise InvalidInput(f"{len(labels)} labels; model {model.id} takes at most {task.max_labels} per request")
+        if any(not label.strip() for label in labels):
+            raise InvalidInput("every label must be a non-empty string")
+        for i, item in enumerate(items):
+            if not item.text.strip():
+                raise InvalidInput(f"items[{i}] has no characters to extract from")
+        timing = Timing()
+        adapter = await self._adapter(model, call)
+        windows = await self._tokenize(timing, partial(adapter.windows, [i.text for i in items]))
+        options = {"labels": tuple(labels), "threshold": task.threshold if threshold is None else threshold}
+        found = await self._run(model, "extract", windows, options, call, timing)
+        best: list[dict[tuple[int, int, str], dict[str, Any]]] = [{} for _ in items]
+        for window, spans in zip(windows, found, strict=True):
+            index, offset, _ = window.data
+            for span in spans:
+                start, end = span["start"] + offset, span["end"] + offset
+                key = (start, end, span["label"])
+                if key not in best[index] or best[index][key]["score"] < span["score"]:
+                    best[index][key] = {**span, "start": start, "end": end, "bbox": None}
+        entities = [sorted(spans.values(), key=lambda e: (e["start"], -e["score"])) for spans in best]
+        return ExtractOutcome(model.id, [i.id for i in items], entities, timing)
 
     async def _adapter(self, model: ModelConfig, call: CallOptions) -> Adapter:
         return await self.pool.acquire(model, wait=call.wait_for_load, timeout_s=self.load_timeout_s)

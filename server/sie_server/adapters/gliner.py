@@ -1,0 +1,100 @@
+"""GLiNER entity extraction: labels from the request, spans with character offsets.
+
+Long texts are cut into overlapping windows of words; each window is one queued item (its
+cost is its real token count) and the service maps spans back and merges duplicates.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import re
+from pathlib import Path
+from typing import Any
+
+from sie_server.adapters.base import Adapter, Tokens
+
+_WORD = re.compile(r"\S+")
+OVERLAP_WORDS = 32
+
+
+class GlinerAdapter(Adapter):
+    operations = frozenset({"extract"})
+    model: Any = None
+
+    def load(self, weights: Path) -> None:
+        from gliner import GLiNER
+
+        self.model = GLiNER.from_pretrained(str(weights), map_location=self.device, local_files_only=True)
+        self.model.eval()
+        self.window_words = min(self.config.max_sequence_length, int(getattr(self.model.config, "max_len", 384)))
+
+    def unload(self) -> None:
+        self.model = None
+        gc.collect()
+
+    def resident_bytes(self) -> int:
+        if self.model is None:
+            return 0
+        return sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
+
+    def warmup(self) -> None:
+        self.run("extract", self.windows(["Acme Corp sent an invoice."]), {"labels": ("company",), "threshold": 0.5})
+
+    def _token_budget(self) -> int:
+        """Subword tokens a window may hold: the backbone's positions less room for the label prompt."""
+        encoder = getattr(self.model.config, "encoder_config", None)
+        positions = getattr(encoder, "max_position_embeddings", None) or 512
+        max_labels = self.config.tasks.extract.max_labels if self.config.tasks.extract else 25
+        return int(positions) - min(int(positions) // 4, 3 * max_labels + 4)
+
+    def windows(self, texts: list[str]) -> list[Tokens]:
+        """Each text as windows of at most ``window_words`` words that also fit the backbone in
+        subword tokens, consecutive windows overlapping by OVERLAP_WORDS words (a quarter of a window at most).
+
+        ``data`` is (item index, character offset of the window, window text)."""
+        out: list[Tokens] = []
+        tokenizer = self.model.data_processor.transformer_tokenizer
+        budget = self._token_budget()
+        for index, text in enumerate(texts):
+            words = list(_WORD.finditer(text))
+            encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            token_starts = [start for start, end in encoded["offset_mapping"] if end > start]
+            first = 0
+            while first < len(words):
+                last = min(len(words), first + self.window_words)
+                while (
+                    last - first > 1 and self._count(token_starts, words[first].start(), words[last - 1].end()) > budget
+                ):
+                    last = first + max(1, (last - first) // 2)
+                begin, end = words[first].start(), words[last - 1].end()
+                window = text[begin:end]
+                ids = tokenizer(window, add_special_tokens=True)["input_ids"]
+                out.append(Tokens(list(ids), None, last - first < len(words), (index, begin, window)))
+                if last == len(words):
+                    break
+                first = max(first + 1, last - min(OVERLAP_WORDS, (last - first) // 4))
+        return out
+
+    @staticmethod
+    def _count(token_starts: list[int], begin: int, end: int) -> int:
+        return bisect.bisect_left(token_starts, end) - bisect.bisect_left(token_starts, begin)
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        texts = [t.data[2] for t in batch]
+        found = self.model.inference(
+            texts, list(options["labels"]), threshold=options["threshold"], flat_ner=True, batch_size=len(texts)
+        )
+        return [
+            [
+                {
+                    "text": e["text"],
+                    "label": e["label"],
+                    "score": float(e["score"]),
+                    "start": e["start"],
+                    "end": e["end"],
+                }
+                for e in entities
+            ]
+            for entities in found
+        ]
