@@ -186,6 +186,8 @@ def measure_all(args: argparse.Namespace, texts: list[str], warmup: list[str], m
             for round_ in range(1, args.repeat + 1):
                 for key in ["base", *args.modes]:
                     label, fn = modes[key]
+                    if args.wait_quiet > 0:
+                        wait_quiet(args.wait_quiet)
                     meter = Meter(server.proc.pid)
                     before = metric_values(url, COUNTERS, {"model": MINILM})
                     vectors = fn(meter)
@@ -222,7 +224,11 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="a 300-text corpus (about 4x faster)")
     parser.add_argument(
-        "--wait-quiet", type=float, default=0.0, metavar="S", help="wait up to S s for other CPU load to stop"
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each timed window, wait up to S s for other CPU load to stop",
     )
     args = parser.parse_args()
     if args.quick:

@@ -96,4 +96,4 @@ class SIEMultivectorEmbeddingFunction(_SIETextFunction):
     ) -> list[dict[str, Any]]:
         """Copies of ``rows`` with ``vector_column`` set to each ``source_column`` text's multivector."""
         vectors = self.compute_source_embeddings([str(row[source_column]) for row in rows])
-        return [{**row, vector_column: vector.tolist()} for row, vector in zip(rows, vectors, strict=True)]
+        return [{**row, vector_column: np.asarray(vector).tolist()} for row, vector in zip(rows, vectors, strict=True)]

@@ -92,12 +92,16 @@ def test_reranker_on_vector_fts_and_hybrid_results(base_url: str, tmp_path: Path
 
     hybrid = table.search(QUERY, query_type="hybrid").rerank(reranker=reranker).limit(5).to_list()
     assert hybrid[0]["key"] == EXPECTED_ID
-    assert [row["_relevance_score"] for row in hybrid] == sorted((row["_relevance_score"] for row in hybrid), reverse=True)
+    assert [row["_relevance_score"] for row in hybrid] == sorted(
+        (row["_relevance_score"] for row in hybrid), reverse=True
+    )
 
     keep_all = SIEReranker(TINY_RERANKER, base_url=base_url, return_score="all")
     kept = table.search(QUERY).rerank(reranker=keep_all).limit(5).to_arrow()
     assert {"_distance", "_relevance_score"} <= set(kept.column_names)
-    empty = reranker.rerank_vector(QUERY, pa.table({"text": pa.array([], pa.string()), "_distance": pa.array([], pa.float32())}))
+    empty = reranker.rerank_vector(
+        QUERY, pa.table({"text": pa.array([], pa.string()), "_distance": pa.array([], pa.float32())})
+    )
     assert len(empty) == 0
 
 

@@ -208,7 +208,7 @@ class InferenceService:
         model: ModelConfig,
         items: list[TextInput],
         *,
-        labels: list[str],
+        labels: list[str] | None,
         threshold: float | None,
         call: CallOptions,
     ) -> ExtractOutcome:

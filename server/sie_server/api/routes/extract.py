@@ -9,7 +9,6 @@ from sie_server.api.codec import parse, render
 from sie_server.api.inputs import text_inputs
 from sie_server.api.schemas import ExtractRequest
 from sie_server.api.state import call_options, resolve
-from sie_server.errors import InvalidInput
 
 router = APIRouter()
 
