@@ -215,6 +215,8 @@ class InferenceService:
         task = model.tasks.extract
         if task is None:
             raise InvalidInput(f"model {model.id} does not support extract (its tasks: {model.tasks.names()})")
+        if labels is None:
+            raise InvalidInput('params.labels is required: the entity types to find, e.g. ["company", "amount"]')
         if not labels:
             raise InvalidInput('params.labels must name at least one entity type, e.g. ["company", "amount"]')
         if len(labels) > task.max_labels:

@@ -17,13 +17,11 @@ router = APIRouter()
 async def extract(model: str, request: Request) -> Response:
     state, config = resolve(request, model, "extract")
     body = await parse(request, ExtractRequest, state.settings.max_body_bytes)
-    if body.params is None or body.params.labels is None:
-        raise InvalidInput('params.labels is required: the entity types to find, e.g. ["company", "amount"]')
     outcome = await state.service.extract(
         config,
         text_inputs(body.items, config, state.settings),
-        labels=body.params.labels,
-        threshold=body.params.threshold,
+        labels=body.params.labels if body.params else None,
+        threshold=body.params.threshold if body.params else None,
         call=call_options(request),
     )
     items = [{"id": i, "entities": e} for i, e in zip(outcome.ids, outcome.entities, strict=True)]
