@@ -131,9 +131,18 @@ class Profile(Strict):
     )
 
 
+class Architecture(Strict):
+    """What the weights are, for listings and for the catalog test that builds a tiny model of the same shape."""
+
+    model_type: str = Field(description="transformers model_type: bert, xlm-roberta, modernbert, llama, clip, ...")
+    hidden_size: int = Field(gt=0)
+    trust_remote_code: bool = Field(default=False, description="the hub repo ships its own modelling code")
+
+
 class ModelConfig(Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
     source: Source
+    architecture: Architecture | None = None
     adapter: str = Field(
         description="a family (embedding, cross_encoder) or a custom adapter class as 'package.module:Class'"
     )
