@@ -12,6 +12,8 @@ from tests.helpers.catalog import (
     SMOLLM,
     SPLADE_SMALL,
     copy_real,
+    tiny_bge_m3,
+    tiny_clip,
     tiny_colbert,
     tiny_cross_encoder,
     tiny_embedder,
@@ -24,6 +26,8 @@ from tests.helpers.server import ServerProcess
 from tests.helpers.tiny_models import (
     build_bert_embedder,
     build_cross_encoder,
+    build_tiny_bge_m3,
+    build_tiny_clip,
     build_tiny_colbert,
     build_tiny_gliner,
     build_tiny_llm,
@@ -47,6 +51,8 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "llm": build_tiny_llm(root / "tiny-llm"),
         "splade": build_tiny_splade(root / "tiny-splade"),
         "colbert": build_tiny_colbert(root / "tiny-colbert"),
+        "bge_m3": build_tiny_bge_m3(root / "tiny-bge-m3"),
+        "clip": build_tiny_clip(root / "tiny-clip"),
         "gliner": build_tiny_gliner(root / "tiny-gliner", backbone=root / "bert-embedder"),
     }
 
@@ -67,6 +73,8 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_splade("test/tiny-splade", tiny_models["splade"], vocab=TINY_VOCAB))
     write_config(folder, tiny_colbert("test/tiny-colbert", tiny_models["colbert"]))
     write_config(folder, tiny_gliner("test/tiny-gliner", tiny_models["gliner"]))
+    write_config(folder, tiny_bge_m3("test/tiny-bge-m3", tiny_models["bge_m3"], vocab=TINY_VOCAB))
+    write_config(folder, tiny_clip("test/tiny-clip", tiny_models["clip"]))
     real_splade = tiny_splade(SPLADE_SMALL, tiny_models["splade"], vocab=30522, max_len=256)
     real_splade["source"] = {"package": "cognition", "package_subdir": "model"}
     write_config(folder, real_splade)

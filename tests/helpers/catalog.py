@@ -90,6 +90,32 @@ def tiny_gliner(model_id: str, path: Path, max_len: int = 64) -> dict[str, Any]:
     }
 
 
+def tiny_bge_m3(model_id: str, path: Path, vocab: int, dim: int = 32) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "bge_m3",
+        "tasks": {
+            "encode": {"dense": {"dim": dim}, "sparse": {"dim": vocab}, "multivector": {"dim": dim}},
+            "score": {"mode": "bi_encoder"},
+        },
+        "max_sequence_length": 64,
+        "profiles": CPU_PROFILE,
+    }
+
+
+def tiny_clip(model_id: str, path: Path, dim: int = 16) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "clip",
+        "tasks": {"encode": {"dense": {"dim": dim}}, "score": {"mode": "bi_encoder"}},
+        "max_sequence_length": 77,
+        "runtime": {"pooling": "cls", "normalize": True},
+        "profiles": CPU_PROFILE,
+    }
+
+
 def copy_real(folder: Path, model_id: str) -> Path:
     source = REAL_CATALOG / (model_id.replace("/", "__") + ".yaml")
     return Path(shutil.copy(source, folder / source.name))

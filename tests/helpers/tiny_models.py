@@ -167,3 +167,58 @@ def build_tiny_gliner(folder: Path, backbone: Path, max_len: int = 64, seed: int
     torch.manual_seed(seed)
     UniEncoderSpanGLiNER.load_from_config(config).save_pretrained(str(folder))
     return folder
+
+
+def build_tiny_bge_m3(folder: Path, seed: int = 6) -> Path:
+    """A tiny random BGE-M3 layout: a BERT backbone plus sparse_linear.pt and colbert_linear.pt heads."""
+    import torch
+    from transformers import BertModel
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = _tokenizer(folder)
+    config = _config(128)
+    torch.manual_seed(seed)
+    BertModel(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    hidden = config.hidden_size
+    torch.save(torch.nn.Linear(hidden, 1).state_dict(), folder / "sparse_linear.pt")
+    torch.save(torch.nn.Linear(hidden, hidden).state_dict(), folder / "colbert_linear.pt")
+    return folder
+
+
+def build_tiny_clip(folder: Path, projection: int = 16, seed: int = 7) -> Path:
+    """A tiny random CLIP (32 px images, 8 px patches) with the test tokenizer and a CLIP image processor."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = _tokenizer(folder)
+    vocab = vocabulary()
+    text = {
+        "vocab_size": len(vocab),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 77,
+        "bos_token_id": vocab.index("[CLS]"),
+        "eos_token_id": vocab.index("[SEP]"),
+        "pad_token_id": 0,
+    }
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "image_size": 32,
+        "patch_size": 8,
+    }
+    torch.manual_seed(seed)
+    CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection)).eval().save_pretrained(
+        folder
+    )
+    tokenizer.save_pretrained(folder)
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder

@@ -45,6 +45,12 @@ class Adapter(ABC):
     def load(self, weights: Path) -> None:
         """Load tokenizer and weights from a local folder onto ``self.device``."""
 
+    @property
+    def remote_code(self) -> bool:
+        """Whether the weights' repository ships its own modelling code that must be trusted."""
+        arch = self.config.architecture
+        return bool(arch and arch.trust_remote_code)
+
     def warmup(self) -> None:  # noqa: B027 - optional stage, a no-op by default
         """Run one small batch so the first request does not pay one-time kernel set-up."""
 
@@ -69,6 +75,10 @@ class Adapter(ABC):
 
     def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
         raise NotImplementedError(f"{type(self).__name__} does not tokenize pairs")
+
+    def image_tokens(self, images: list[bytes]) -> list[Tokens]:
+        """Image-text models: each image decoded and preprocessed, its pixels in ``data``."""
+        raise NotImplementedError(f"{type(self).__name__} does not take images")
 
     def windows(self, texts: list[str]) -> list[Tokens]:
         """Span extractors: each text as windows, ``data`` = (item index, char offset, window text)."""

@@ -52,10 +52,13 @@ class CausalLMAdapter(Adapter):
     def load(self, weights: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(str(weights))
+        self.tokenizer = AutoTokenizer.from_pretrained(str(weights), trust_remote_code=self.remote_code)
         loader: Any = AutoModelForCausalLM
         model = loader.from_pretrained(
-            str(weights), dtype=DTYPES[self.profile.dtype], attn_implementation=self.profile.attn
+            str(weights),
+            dtype=DTYPES[self.profile.dtype],
+            attn_implementation=self.profile.attn,
+            trust_remote_code=self.remote_code,
         )
         model.to(self.device).eval()
         eos = model.generation_config.eos_token_id if model.generation_config else None

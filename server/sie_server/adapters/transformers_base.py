@@ -21,6 +21,7 @@ class TransformersAdapter(Adapter):
     _tokenizer: Tokenizer | None = None
     _pad_id: int = 0
     _uses_token_types: bool = False
+    _special_ids: frozenset[int] = frozenset()
     max_length: int = 0
 
     def _model_class(self) -> Any:
@@ -29,11 +30,14 @@ class TransformersAdapter(Adapter):
     def load(self, weights: Path) -> None:
         from transformers import AutoTokenizer
 
-        fast = AutoTokenizer.from_pretrained(str(weights))
+        fast = AutoTokenizer.from_pretrained(str(weights), trust_remote_code=self.remote_code)
         if not getattr(fast, "is_fast", False):
             raise ValueError(f"{weights}: a fast (tokenizers) tokenizer is required")
         model = self._model_class().from_pretrained(
-            str(weights), dtype=DTYPES[self.profile.dtype], attn_implementation=self.profile.attn
+            str(weights),
+            dtype=DTYPES[self.profile.dtype],
+            attn_implementation=self.profile.attn,
+            trust_remote_code=self.remote_code,
         )
         model.to(self.device).eval()
         limit = getattr(model.config, "max_position_embeddings", None) or self.config.max_sequence_length
@@ -47,6 +51,7 @@ class TransformersAdapter(Adapter):
         self._tokenizer = tokenizer
         self._pad_id = int(fast.pad_token_id if fast.pad_token_id is not None else 0)
         self._uses_token_types = "token_type_ids" in fast.model_input_names
+        self._special_ids = frozenset(int(i) for i in fast.all_special_ids)
         self.model = model
 
     def warmup(self) -> None:

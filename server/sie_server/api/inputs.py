@@ -28,9 +28,14 @@ def text_inputs(items: list[ItemIn], model: ModelConfig, settings: Settings, fie
 
 
 def text_input(item: ItemIn, where: str, default_id: str, model: ModelConfig, settings: Settings) -> TextInput:
+    item_id = item.id if item.id is not None else default_id
     if item.images:
-        raise InvalidInput(f"{where} has images, but model {model.id} takes text only")
+        if not model.accepts_images:
+            raise InvalidInput(f"{where} has images, but model {model.id} takes text only")
+        if len(item.images) != 1:
+            raise InvalidInput(f"{where} has {len(item.images)} images; send one image per item")
+        return TextInput(id=item_id, text=item.text or "", image=item.images[0].data)
     if item.text is None:
         raise InvalidInput(f"{where} has no text")
     check_text(item.text, where, settings)
-    return TextInput(id=item.id if item.id is not None else default_id, text=item.text)
+    return TextInput(id=item_id, text=item.text)

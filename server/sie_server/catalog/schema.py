@@ -117,6 +117,8 @@ class Runtime(Strict):
     query_max_length: int = Field(default=32, gt=0)
     query_augment: bool = True
     mask_punctuation: bool = True
+    # CLIP/SigLIP: SigLIP text towers were trained on text padded to max_sequence_length
+    pad_to_max_length: bool = False
 
 
 class Profile(Strict):
@@ -174,6 +176,10 @@ class ModelConfig(Strict):
         if self.adapter == "embedding" and (self.tasks.encode is None or self.tasks.encode.dense is None):
             raise ValueError("an embedding model declares tasks.encode.dense")
         return self
+
+    @property
+    def accepts_images(self) -> bool:
+        return self.adapter == "clip"
 
     def profile(self, device_kind: str) -> Profile:
         for kind, profile in self.profiles.items():

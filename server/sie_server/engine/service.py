@@ -42,8 +42,11 @@ def maxsim(query: np.ndarray, document: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class TextInput:
+    """One input: a text, or (for image-text models) an image with optional text."""
+
     id: str
     text: str
+    image: bytes | None = None
 
 
 @dataclass
@@ -142,12 +145,9 @@ class InferenceService:
             )
         timing = Timing()
         adapter = await self._adapter(model, call)
-        texts = [i.text for i in items]
-        tokens = await self._tokenize(
-            timing, partial(adapter.encode_tokens, texts, is_query=is_query, instruction=instruction)
+        results, tokens = await self._encode_inputs(
+            model, adapter, items, tuple(output_types), is_query, instruction, call, timing
         )
-        options = {"output_types": tuple(output_types), "is_query": is_query}
-        results = await self._run(model, "encode", tokens, options, call, timing)
         outputs = [{k: v for k, v in r.items() if k in output_types} for r in results]
         return EncodeOutcome(
             model=model.id,
@@ -180,15 +180,9 @@ class InferenceService:
             prompt_tokens = sum(t.length for t in tokens)
         else:  # computed from the encode outputs of the query and of each item
             kind = SCORE_OUTPUT[task.mode]
-            q_tokens = await self._tokenize(
-                timing, partial(adapter.encode_tokens, [query.text], is_query=True, instruction=instruction)
-            )
-            d_tokens = await self._tokenize(
-                timing, partial(adapter.encode_tokens, [i.text for i in items], is_query=False, instruction=None)
-            )
-            q_out, d_out = await asyncio.gather(
-                self._run(model, "encode", q_tokens, {"output_types": (kind,), "is_query": True}, call, timing),
-                self._run(model, "encode", d_tokens, {"output_types": (kind,), "is_query": False}, call, timing),
+            (q_out, q_tokens), (d_out, d_tokens) = await asyncio.gather(
+                self._encode_inputs(model, adapter, [query], (kind,), True, instruction, call, timing),
+                self._encode_inputs(model, adapter, items, (kind,), False, None, call, timing),
             )
             scores = [similarity(kind, q_out[0][kind], d[kind]) for d in d_out]
             truncated = [i.id for i, t in zip([query, *items], q_tokens + d_tokens, strict=True) if t.truncated]
@@ -241,6 +235,44 @@ class InferenceService:
                     best[index][key] = {**span, "start": start, "end": end, "bbox": None}
         entities = [sorted(spans.values(), key=lambda e: (e["start"], -e["score"])) for spans in best]
         return ExtractOutcome(model.id, [i.id for i in items], entities, timing)
+
+    async def _encode_inputs(
+        self,
+        model: ModelConfig,
+        adapter: Adapter,
+        inputs: list[TextInput],
+        output_types: tuple[str, ...],
+        is_query: bool,
+        instruction: str | None,
+        call: CallOptions,
+        timing: Timing,
+    ) -> tuple[list[Any], list[Tokens]]:
+        """Encode outputs and tokens per input, in input order; texts and images run as separate groups."""
+        images = [k for k, i in enumerate(inputs) if i.image is not None]
+        texts = [k for k, i in enumerate(inputs) if i.image is None]
+        tokens: list[Tokens | None] = [None] * len(inputs)
+        outputs: list[Any] = [None] * len(inputs)
+        runs = []
+        if texts:
+            text_tokens = await self._tokenize(
+                timing,
+                partial(
+                    adapter.encode_tokens, [inputs[k].text for k in texts], is_query=is_query, instruction=instruction
+                ),
+            )
+            options = {"output_types": output_types, "is_query": is_query}
+            runs.append((texts, text_tokens, self._run(model, "encode", text_tokens, options, call, timing)))
+        if images:
+            image_tokens = await self._tokenize(
+                timing, partial(adapter.image_tokens, [inputs[k].image or b"" for k in images])
+            )
+            options = {"output_types": output_types, "is_query": is_query, "modality": "image"}
+            runs.append((images, image_tokens, self._run(model, "encode", image_tokens, options, call, timing)))
+        results = await asyncio.gather(*(run for _, _, run in runs))
+        for (positions, group_tokens, _), group_results in zip(runs, results, strict=True):
+            for k, t, r in zip(positions, group_tokens, group_results, strict=True):
+                tokens[k], outputs[k] = t, r
+        return outputs, [t for t in tokens if t is not None]
 
     async def _adapter(self, model: ModelConfig, call: CallOptions) -> Adapter:
         return await self.pool.acquire(model, wait=call.wait_for_load, timeout_s=self.load_timeout_s)

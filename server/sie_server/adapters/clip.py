@@ -1,0 +1,80 @@
+"""CLIP and SigLIP: texts and images encoded into one space (normalised projections)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sie_server.adapters.base import Tokens
+from sie_server.adapters.transformers_base import TransformersAdapter
+from sie_server.errors import InvalidInput
+
+#: what one image costs in the token budget (a ViT-B/32 at 224 px sees 50 patches; larger towers more)
+IMAGE_COST_TOKENS = 256
+
+
+def _features(output: Any) -> torch.Tensor:
+    """get_*_features returns a tensor (older transformers) or an output whose pooler holds it."""
+    return output if isinstance(output, torch.Tensor) else output.pooler_output
+
+
+class ClipAdapter(TransformersAdapter):
+    operations = frozenset({"encode"})
+    processor: Any = None
+
+    def _model_class(self) -> Any:
+        from transformers import AutoModel
+
+        return AutoModel
+
+    def load(self, weights: Path) -> None:
+        from transformers import AutoImageProcessor
+
+        super().load(weights)
+        loader: Any = AutoImageProcessor
+        self.processor = loader.from_pretrained(str(weights))
+
+    def image_tokens(self, images: list[bytes]) -> list[Tokens]:
+        """Decode and preprocess images (off the event loop); bad bytes are the caller's error."""
+        from PIL import Image, UnidentifiedImageError
+
+        out = []
+        for index, data in enumerate(images):
+            try:
+                with Image.open(io.BytesIO(data)) as image:
+                    picture = image.convert("RGB")
+            except (UnidentifiedImageError, OSError, ValueError) as exc:
+                raise InvalidInput(
+                    f"image {index} is not a readable image ({type(exc).__name__}); send PNG or JPEG bytes"
+                ) from None
+            pixels = self.processor(images=picture, return_tensors="np")["pixel_values"][0]
+            out.append(Tokens([0] * IMAGE_COST_TOKENS, None, False, pixels.astype(np.float32)))
+        return out
+
+    def pad(self, batch: list[Tokens]) -> dict[str, torch.Tensor]:
+        if not self.config.runtime.pad_to_max_length:
+            return super().pad(batch)
+        width = self.max_length  # SigLIP: every text padded to the trained length, no attention mask
+        ids = torch.full((len(batch), width), self._pad_id, dtype=torch.long)
+        for row, t in enumerate(batch):
+            ids[row, : t.length] = torch.tensor(t.input_ids[:width], dtype=torch.long)
+        return {"input_ids": ids.to(self.device)}
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        with torch.inference_mode():
+            if options.get("modality") == "image":
+                pixels = torch.from_numpy(np.stack([t.data for t in batch])).to(self.device, self.model.dtype)
+                features = _features(self.model.get_image_features(pixel_values=pixels))
+            else:
+                inputs = self.pad(batch)
+                inputs.pop("token_type_ids", None)
+                features = _features(self.model.get_text_features(**inputs))
+            vectors = torch.nn.functional.normalize(features.float(), dim=-1).cpu().numpy()
+        return [{"dense": v} for v in vectors]
+
+    def warmup(self) -> None:
+        self.run("encode", self.tokenize_texts(["a photo of a cat"]), {})
