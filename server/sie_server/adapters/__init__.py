@@ -21,7 +21,12 @@ _FAMILIES: dict[str, tuple[str, str]] = {
 
 def create_adapter(config: ModelConfig, profile: Profile, device: str) -> Adapter:
     """An adapter of the config's family, or of a custom class named ``package.module:Class``."""
-    module, name = _FAMILIES[config.adapter] if config.adapter in _FAMILIES else config.adapter.split(":", 1)
+    if config.adapter == "causal_lm" and profile.backend == "sglang":
+        module, name = "sie_server.adapters.sglang", "SglangAdapter"
+    elif config.adapter in _FAMILIES:
+        module, name = _FAMILIES[config.adapter]
+    else:
+        module, name = config.adapter.split(":", 1)
     cls: type[Adapter] = getattr(importlib.import_module(module), name)
     return cls(config, profile, device)
 

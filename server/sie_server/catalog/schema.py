@@ -126,6 +126,9 @@ class Profile(Strict):
     max_batch_tokens: int = Field(default=8192, gt=0)
     max_batch_wait_ms: float = Field(default=0.0, ge=0)
     attn: Literal["sdpa", "eager"] = "sdpa"
+    backend: Literal["transformers", "sglang"] = Field(
+        default="transformers", description="causal LMs on CUDA may run on SGLang inside the memory budget"
+    )
     activation_reserve_bytes: int | None = Field(
         default=None,
         ge=0,
@@ -158,6 +161,10 @@ class ModelConfig(Strict):
     def _check(self) -> ModelConfig:
         if "cpu" not in self.profiles:
             raise ValueError("profiles needs a 'cpu' entry (the fallback for every device)")
+        if self.profiles["cpu"].backend != "transformers":
+            raise ValueError("the cpu profile runs on transformers; sglang is for cuda profiles")
+        if any(p.backend == "sglang" for p in self.profiles.values()) and self.adapter != "causal_lm":
+            raise ValueError("backend: sglang serves causal_lm models only")
         declared = set(self.tasks.names())
         if not declared:
             raise ValueError("tasks must declare at least one of: encode, score, extract, generate")

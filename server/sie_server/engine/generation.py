@@ -50,6 +50,7 @@ class Sequence:
     generator: torch.Generator | None = None
     created: float = field(default_factory=time.monotonic)
     error: SIEError | None = None
+    completion_tokens: int | None = None  # when the backend counts them itself (SGLang)
 
     @property
     def budget_tokens(self) -> int:
@@ -189,6 +190,7 @@ class GenerationService:
         self.load_timeout_s = load_timeout_s
         self.loops: dict[str, DecodeLoop] = {}
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="sie-decode")
+        self._native_tasks: set[asyncio.Task[None]] = set()
 
     def busy(self, model_id: str) -> bool:
         loop = self.loops.get(model_id)
@@ -221,6 +223,11 @@ class GenerationService:
                 f"prompt + max_new_tokens is {total} tokens; model {model.id} serves at most {budget} per sequence"
             )
         seq = Sequence(ids, params)
+        if getattr(adapter, "streams_natively", False):  # SGLang batches and decodes on its own
+            task = asyncio.get_running_loop().create_task(self._native(adapter, seq))
+            self._native_tasks.add(task)
+            task.add_done_callback(self._native_tasks.discard)
+            return seq, adapter
         if params.seed is not None:
             seq.generator = torch.Generator().manual_seed(params.seed)
         loop = self.loops.get(model.id)
@@ -228,6 +235,22 @@ class GenerationService:
             loop = self.loops[model.id] = DecodeLoop(model, self.pool, self.executor, budget, self.pool.metrics)
         loop.add(seq)
         return seq, adapter
+
+    @staticmethod
+    async def _native(adapter: Any, seq: Sequence) -> None:
+        try:
+            async for delta, reason, completion in adapter.stream(seq.prompt_ids, seq.params):
+                if seq.cancelled:
+                    break
+                seq.text += delta
+                seq.completion_tokens = completion
+                if delta:
+                    seq.deltas.put_nowait(delta)
+                seq.finish_reason = reason or seq.finish_reason
+        except Exception as exc:
+            log.exception("generation failed")
+            seq.error = InferenceError(f"generation failed ({type(exc).__name__})")
+        seq.deltas.put_nowait(None)
 
     @staticmethod
     async def stream(seq: Sequence) -> AsyncIterator[str]:
@@ -258,5 +281,6 @@ class GenerationService:
 
 
 def usage(seq: Sequence) -> dict[str, Any]:
-    prompt, completion = len(seq.prompt_ids), len(seq.generated)
+    prompt = len(seq.prompt_ids)
+    completion = seq.completion_tokens if seq.completion_tokens is not None else len(seq.generated)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
