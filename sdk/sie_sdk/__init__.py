@@ -28,6 +28,7 @@ from .errors import (
     SIEError,
     SIETimeoutError,
 )
+from .scoring import maxsim
 from .types import (
     EncodeResult,
     Entity,
@@ -76,4 +77,5 @@ __all__ = [
     "ServerError",
     "SparseVector",
     "__version__",
+    "maxsim",
 ]

@@ -104,3 +104,17 @@ def test_decode_picks_the_codec_from_content_type() -> None:
     assert decode_body(b"", MSGPACK) is None
     with pytest.raises(ProtocolError):
         decode_body(b"{not json", "application/json")
+
+
+def test_maxsim_helper_matches_the_definition() -> None:
+    import numpy as np
+    import pytest
+
+    from sie_sdk import maxsim
+
+    q = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    d = np.array([[0.6, 0.8], [1.0, 0.0], [0.0, -1.0]], dtype=np.float32)
+    assert maxsim(q, d) == pytest.approx(1.0 + 0.8)
+    assert maxsim(q[:0], d) == 0.0
+    with pytest.raises(ValueError, match="dim"):
+        maxsim(q, d[:, :1])

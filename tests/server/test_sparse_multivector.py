@@ -108,3 +108,13 @@ def test_packaged_splade_ranks_the_invoice_first(base_url: str) -> None:
     assert order[0] == "invoice"
     query = encode(base_url, SPLADE_SMALL, [INVOICE_QUERY], output_types=["sparse"], options={"is_query": True})
     assert query["items"][0]["sparse"]["dims"] == 30522
+
+
+def test_sdk_maxsim_equals_the_server_score(base_url: str) -> None:
+    from sie_sdk import SIEClient, maxsim
+
+    with SIEClient(base_url) as client:
+        query = client.encode(COLBERT, "invoice", output_types=["multivector"], is_query=True)["multivector"]
+        doc = client.encode(COLBERT, "invoice total due", output_types=["multivector"])["multivector"]
+        served = client.score(COLBERT, {"text": "invoice"}, [{"id": "d", "text": "invoice total due"}])
+    assert abs(maxsim(query, doc) - served["scores"][0]["score"]) < 1e-4
