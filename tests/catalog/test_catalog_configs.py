@@ -1,0 +1,232 @@
+"""Every config in configs/models loads and produces its declared shapes on a tiny model of its architecture.
+
+The real weights are not available here, so each config's `architecture` is rebuilt as a one-layer
+random model of the same type and width (tests/helpers/tiny_architectures.py); the config is pointed
+at it, its adapter loaded, and one real batch run through the adapter API.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sie_server.catalog.loader import Catalog, parse_config_file
+from sie_server.catalog.schema import ModelConfig
+from tests.helpers.catalog import REAL_CATALOG
+from tests.helpers.tiny_architectures import SUPPORTED, Spec, build, spec_for
+
+FILES = sorted(REAL_CATALOG.glob("*.yaml"))
+TEXTS = ["the invoice total is due", "hello world, a short test passage."]
+SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def load(path: Path) -> ModelConfig:
+    return parse_config_file(path)
+
+
+def pointed_at(config: ModelConfig, folder: Path) -> ModelConfig:
+    """The same config with its weights in ``folder`` (and no remote code: the tiny model has none)."""
+    data = config.model_dump(mode="json", exclude_none=True)
+    data["source"] = {"path": str(folder)}
+    data["architecture"].pop("trust_remote_code", None)
+    return ModelConfig.model_validate(data)
+
+
+def png() -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 24), (200, 30, 30)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Spec], Path]:
+    """A builder that makes each distinct architecture once per module."""
+    root = tmp_path_factory.mktemp("catalog-architectures")
+    built: dict[Spec, Path] = {}
+
+    def get(spec: Spec) -> Path:
+        if spec not in built:
+            built[spec] = build(spec, root / f"arch-{len(built)}")
+        return built[spec]
+
+    return get
+
+
+def test_catalog_has_every_family_and_pinned_revisions() -> None:
+    assert Catalog(REAL_CATALOG).errors == {}
+    configs = [load(path) for path in FILES]
+    assert len(configs) >= 32
+    assert len({c.id for c in configs}) == len(configs)
+    for path, config in zip(FILES, configs, strict=True):
+        assert path.name == config.id.replace("/", "__") + ".yaml"
+        assert config.description and "\n" not in config.description.strip(), config.id
+        assert {"cpu", "cuda"} <= set(config.profiles), config.id
+        assert config.architecture is not None, config.id
+        if config.source.hf:
+            assert config.source.revision and SHA.match(config.source.revision), config.id
+    families = {c.adapter for c in configs}
+    assert families >= {"embedding", "cross_encoder", "splade", "colbert", "bge_m3", "clip", "gliner", "causal_lm"}
+    assert sum(c.adapter == "gliner" for c in configs) >= 3
+
+
+def test_declared_dims_agree_with_the_architecture() -> None:
+    """Encoders without a projection put out their hidden size; SPLADE its vocabulary."""
+    for path in FILES:
+        config = load(path)
+        arch, encode = config.architecture, config.tasks.encode
+        assert arch is not None
+        if config.adapter in {"embedding", "bge_m3"} or (config.adapter == "clip" and arch.model_type == "siglip"):
+            assert encode is not None and encode.dense is not None
+            assert encode.dense.dim == arch.hidden_size, config.id
+        if config.adapter == "bge_m3":
+            assert encode is not None and encode.multivector is not None
+            assert encode.multivector.dim == arch.hidden_size, config.id
+        if config.adapter == "colbert":
+            assert encode is not None and encode.multivector is not None
+            assert encode.multivector.dim <= arch.hidden_size, config.id
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_config_runs_on_a_tiny_model_of_its_architecture(path: Path, tiny: Callable[[Spec], Path]) -> None:
+    from sie_server.adapters import create_adapter
+
+    config = load(path)
+    arch = config.architecture
+    assert arch is not None
+    if arch.model_type not in SUPPORTED:
+        assert arch.trust_remote_code, f"{config.id}: {arch.model_type} has no tiny builder and is not remote code"
+        pytest.skip(f"{arch.model_type} is modelled by the hub repo's own code (trust_remote_code); not built offline")
+    local = pointed_at(config, tiny(spec_for(config)))
+    adapter = create_adapter(local, local.profile("cpu"), "cpu")
+    adapter.load(Path(local.source.path or ""))
+    try:
+        check = CHECKS[config.adapter]
+        check(adapter, config)
+    finally:
+        adapter.unload()
+
+
+def _encode(adapter: Any, config: ModelConfig, is_query: bool = False) -> list[dict[str, Any]]:
+    assert config.tasks.encode is not None
+    outputs = tuple(config.tasks.encode.output_types())
+    batch = adapter.encode_tokens(TEXTS, is_query=is_query, instruction=None)
+    results: list[dict[str, Any]] = adapter.run("encode", batch, {"output_types": outputs, "is_query": is_query})
+    assert len(results) == len(TEXTS)
+    for result in results:
+        assert set(outputs) <= set(result), f"{config.id}: asked for {outputs}, got {sorted(result)}"
+    return results
+
+
+def _dense(vector: Any, dim: int, normalized: bool) -> None:
+    vector = np.asarray(vector)
+    assert vector.shape == (dim,)
+    assert np.isfinite(vector).all()
+    if normalized:
+        assert abs(float(np.linalg.norm(vector)) - 1) < 1e-4
+
+
+def _sparse(pair: Any, dim: int) -> None:
+    indices, values = pair
+    assert len(indices) == len(values) > 0
+    assert int(np.max(indices)) < dim and int(np.min(indices)) >= 0
+    assert np.all(np.asarray(values) > 0)
+
+
+def _multivector(matrix: Any, dim: int) -> None:
+    matrix = np.asarray(matrix)
+    assert matrix.ndim == 2 and matrix.shape[0] > 0 and matrix.shape[1] == dim
+    assert np.isfinite(matrix).all()
+
+
+def check_embedding(adapter: Any, config: ModelConfig) -> None:
+    assert config.tasks.encode is not None and config.tasks.encode.dense is not None
+    for is_query in (False, True):
+        for result in _encode(adapter, config, is_query):
+            _dense(result["dense"], config.tasks.encode.dense.dim, config.runtime.normalize)
+
+
+def check_splade(adapter: Any, config: ModelConfig) -> None:
+    assert config.tasks.encode is not None and config.tasks.encode.sparse is not None
+    dim = config.tasks.encode.sparse.dim
+    assert adapter.model.config.vocab_size == dim  # the tiny model's vocabulary is the declared one
+    for result in _encode(adapter, config):
+        _sparse(result["sparse"], dim)
+
+
+def check_colbert(adapter: Any, config: ModelConfig) -> None:
+    assert config.tasks.encode is not None and config.tasks.encode.multivector is not None
+    dim = config.tasks.encode.multivector.dim
+    for result in _encode(adapter, config):
+        _multivector(result["multivector"], dim)
+    # queries: marker after [CLS], [MASK]-padded to the query length
+    for result in _encode(adapter, config, is_query=True):
+        assert np.asarray(result["multivector"]).shape == (config.runtime.query_max_length, dim)
+
+
+def check_bge_m3(adapter: Any, config: ModelConfig) -> None:
+    encode = config.tasks.encode
+    assert encode is not None and encode.dense and encode.sparse and encode.multivector
+    for result in _encode(adapter, config):
+        _dense(result["dense"], encode.dense.dim, True)
+        _sparse(result["sparse"], encode.sparse.dim)
+        _multivector(result["multivector"], encode.multivector.dim)
+
+
+def check_clip(adapter: Any, config: ModelConfig) -> None:
+    assert config.tasks.encode is not None and config.tasks.encode.dense is not None
+    dim = config.tasks.encode.dense.dim
+    for result in _encode(adapter, config):
+        _dense(result["dense"], dim, True)
+    images = adapter.image_tokens([png()])
+    [result] = adapter.run("encode", images, {"output_types": ("dense",), "is_query": False, "modality": "image"})
+    _dense(result["dense"], dim, True)
+
+
+def check_cross_encoder(adapter: Any, config: ModelConfig) -> None:
+    scores = adapter.run("score_pairs", adapter.tokenize_pairs("invoice total", TEXTS), {})
+    assert len(scores) == len(TEXTS)
+    assert all(isinstance(s, float) and np.isfinite(s) for s in scores)
+
+
+def check_gliner(adapter: Any, config: ModelConfig) -> None:
+    windows = adapter.windows(["Acme Corp sent an invoice to the cafeteria."])
+    assert windows
+    found = adapter.run("extract", windows, {"labels": ("company",), "threshold": 0.0})
+    assert len(found) == len(windows) and any(found)  # at threshold 0 a random model still proposes spans
+    for window, entities in zip(windows, found, strict=True):
+        text = window.data[2]
+        for entity in entities:
+            assert entity["label"] == "company"
+            assert 0 <= entity["start"] < entity["end"] <= len(text)
+            assert 0.0 <= entity["score"] <= 1.0
+
+
+def check_causal_lm(adapter: Any, config: ModelConfig) -> None:
+    vocab = adapter.model.config.vocab_size
+    prompt = adapter.prompt_ids(None, [{"role": "user", "content": "hello world"}])
+    assert adapter.context_length == config.max_sequence_length
+    batch, logits = adapter.prefill([prompt, prompt[:3]])
+    assert tuple(logits.shape) == (2, vocab)
+    following = [int(t) for t in logits.argmax(-1)]
+    step = adapter.decode(batch, following, [len(prompt), 3])
+    assert tuple(step.shape) == (2, vocab) and bool(step.isfinite().all())
+
+
+CHECKS: dict[str, Callable[[Any, ModelConfig], None]] = {
+    "embedding": check_embedding,
+    "splade": check_splade,
+    "colbert": check_colbert,
+    "bge_m3": check_bge_m3,
+    "clip": check_clip,
+    "cross_encoder": check_cross_encoder,
+    "gliner": check_gliner,
+    "causal_lm": check_causal_lm,
+}

@@ -1,0 +1,261 @@
+"""Tiny random-weight models shaped like a catalog config's `architecture`, for the catalog test.
+
+Each builder writes a folder the config's adapter can load: weights of the declared model type with
+the declared hidden size (so output dims are the real ones) but one layer and a small feed-forward,
+and a WordPiece tokenizer over the test vocabulary, padded when the output size is the vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sie_server.catalog.schema import ModelConfig
+from tests.helpers.tiny_models import vocabulary
+
+HEADS = 4
+FFN = 64
+#: architectures whose position ids start after the padding index (RoBERTa style): two extra positions
+ROBERTA_STYLE = frozenset({"xlm-roberta", "mpnet"})
+#: the architectures whose tokenizers emit token type ids (the others' models take none)
+TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
+ENCODERS = frozenset({"bert", "xlm-roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
+DECODERS = frozenset({"llama", "qwen2", "qwen3"})
+IMAGE_TEXT = frozenset({"clip", "siglip"})
+SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What to build for one config; configs with equal specs share one folder."""
+
+    adapter: str
+    model_type: str
+    hidden: int
+    max_positions: int
+    vocab_size: int | None = None  # SPLADE: the output is the vocabulary
+    projection: int | None = None  # ColBERT token projection, CLIP joint space
+
+
+def spec_for(config: ModelConfig) -> Spec:
+    arch = config.architecture
+    if arch is None:
+        raise ValueError(f"{config.id}: no architecture block")
+    encode = config.tasks.encode
+    vocab = encode.sparse.dim if config.adapter == "splade" and encode and encode.sparse else None
+    projection = None
+    if config.adapter == "colbert" and encode and encode.multivector:
+        projection = encode.multivector.dim
+    if config.adapter == "clip" and encode and encode.dense:
+        projection = encode.dense.dim
+    return Spec(config.adapter, arch.model_type, arch.hidden_size, config.max_sequence_length, vocab, projection)
+
+
+def build(spec: Spec, folder: Path) -> Path:
+    """Write a loadable tiny model for ``spec`` into ``folder`` (returned)."""
+    import torch
+
+    if spec.model_type not in SUPPORTED:
+        raise ValueError(f"no tiny builder for model_type {spec.model_type!r}")
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    if spec.adapter == "gliner":
+        return _gliner(spec, folder)
+    if spec.model_type in IMAGE_TEXT:
+        return _image_text(spec, folder)
+    vocab = tokens(spec.model_type, spec.vocab_size)
+    tokenizer = save_tokenizer(folder, vocab, spec.model_type, chat=spec.model_type in DECODERS)
+    config = model_config(spec.model_type, spec.hidden, len(vocab), spec.max_positions)
+    model = _model_class(spec.adapter).from_config(config).eval()
+    if spec.model_type in DECODERS:
+        from transformers import GenerationConfig
+
+        eos = tokenizer.convert_tokens_to_ids("[SEP]")
+        model.generation_config = GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=eos, pad_token_id=0)
+    model.save_pretrained(folder)
+    if spec.adapter == "colbert":
+        _add_colbert_projection(folder, spec.projection or spec.hidden, spec.hidden)
+    if spec.adapter == "bge_m3":
+        torch.save(torch.nn.Linear(spec.hidden, 1).state_dict(), folder / "sparse_linear.pt")
+        torch.save(torch.nn.Linear(spec.hidden, spec.hidden).state_dict(), folder / "colbert_linear.pt")
+    return folder
+
+
+def tokens(model_type: str, size: int | None = None) -> list[str]:
+    """The test vocabulary plus ColBERT's marker tokens; RoBERTa-style puts [PAD] at 1 (as <pad> is)."""
+    vocab = [*vocabulary(), "[unused0]", "[unused1]"]
+    if model_type in ROBERTA_STYLE:
+        special = ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"]
+        vocab = special + [t for t in vocab if t not in special]
+    if size is not None:
+        if size < len(vocab):
+            raise ValueError(f"vocabulary of {size} is smaller than the test vocabulary")
+        vocab += [f"[unused{i}]" for i in range(2, 2 + size - len(vocab))]
+    return vocab
+
+
+def save_tokenizer(folder: Path, vocab: list[str], model_type: str, chat: bool = False) -> Any:
+    """A BERT-style WordPiece tokenizer over ``vocab``, with the input names the architecture's tokenizer has."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    ids = {token: index for index, token in enumerate(vocab)}
+    tokenizer = Tokenizer(models.WordPiece(ids, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    pair = "[CLS] $A [SEP] [SEP] $B [SEP]" if model_type in ROBERTA_STYLE else "[CLS] $A [SEP] $B:1 [SEP]:1"
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair=pair, special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])]
+    )
+    names = ["input_ids", "attention_mask"]
+    if model_type in TOKEN_TYPES:
+        names.insert(1, "token_type_ids")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=names,
+    )
+    if chat:
+        fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(folder)
+    return fast
+
+
+def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: int) -> Any:
+    """A one-layer transformers config of ``model_type`` with the given width, vocabulary and positions."""
+    import transformers as tf
+
+    common: dict[str, Any] = {"vocab_size": vocab_size, "hidden_size": hidden, "num_hidden_layers": 1}
+    common |= {"num_attention_heads": HEADS, "intermediate_size": FFN}
+    if model_type == "bert":
+        return tf.BertConfig(**common, max_position_embeddings=max_positions, pad_token_id=0)
+    if model_type == "xlm-roberta":
+        return tf.XLMRobertaConfig(
+            **common, max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2
+        )
+    if model_type == "mpnet":
+        return tf.MPNetConfig(
+            **common, max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2
+        )
+    if model_type == "modernbert":
+        return tf.ModernBertConfig(
+            **common,
+            max_position_embeddings=max_positions,
+            pad_token_id=0,
+            bos_token_id=2,
+            eos_token_id=3,
+            cls_token_id=2,
+            sep_token_id=3,
+        )
+    if model_type == "deberta-v2":  # DeBERTa-v3 layout: relative attention, no absolute positions or token types
+        return tf.DebertaV2Config(
+            **common,
+            max_position_embeddings=512,
+            relative_attention=True,
+            position_buckets=256,
+            pos_att_type=["p2c", "c2p"],
+            position_biased_input=False,
+            type_vocab_size=0,
+            norm_rel_ebd="layer_norm",
+            share_att_key=True,
+            max_relative_positions=-1,
+            pad_token_id=0,
+        )
+    if model_type == "distilbert":
+        return tf.DistilBertConfig(
+            vocab_size=vocab_size,
+            dim=hidden,
+            hidden_dim=FFN,
+            n_layers=1,
+            n_heads=HEADS,
+            max_position_embeddings=max_positions,
+            pad_token_id=0,
+        )
+    decoder: dict[str, Any] = common | {"num_key_value_heads": 2, "max_position_embeddings": max_positions}
+    decoder |= {"bos_token_id": 2, "eos_token_id": 3, "pad_token_id": 0, "tie_word_embeddings": True}
+    if model_type == "llama":
+        return tf.LlamaConfig(**decoder)
+    if model_type == "qwen2":
+        return tf.Qwen2Config(**decoder)
+    if model_type == "qwen3":
+        return tf.Qwen3Config(**decoder, head_dim=hidden // HEADS)
+    raise ValueError(f"no tiny config for model_type {model_type!r}")
+
+
+def _model_class(adapter: str) -> Any:
+    import transformers as tf
+
+    return {
+        "cross_encoder": tf.AutoModelForSequenceClassification,
+        "splade": tf.AutoModelForMaskedLM,
+        "causal_lm": tf.AutoModelForCausalLM,
+    }.get(adapter, tf.AutoModel)
+
+
+def _add_colbert_projection(folder: Path, dim: int, hidden: int) -> None:
+    """ColBERT's token projection, `linear.weight` (dim x hidden), beside the backbone in model.safetensors."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(folder / "model.safetensors"))
+    weights["linear.weight"] = torch.randn(dim, hidden) * 0.05
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _image_text(spec: Spec, folder: Path) -> Path:
+    """CLIP: text tower of the declared width, a tiny vision tower (32 px, 8 px patches), the declared
+    projection. SigLIP has no projection: both towers are the declared width."""
+    import transformers as tf
+
+    vocab = tokens(spec.model_type)
+    tokenizer = save_tokenizer(folder, vocab, spec.model_type)
+    tower = {"num_hidden_layers": 1, "num_attention_heads": HEADS, "intermediate_size": FFN}
+    vision = tower | {"image_size": 32, "patch_size": 8}
+    text = tower | {"vocab_size": len(vocab), "hidden_size": spec.hidden, "max_position_embeddings": spec.max_positions}
+    text |= {"bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id, "pad_token_id": 0}
+    if spec.model_type == "clip":
+        config = tf.CLIPConfig(
+            text_config=text, vision_config=vision | {"hidden_size": 32}, projection_dim=spec.projection or spec.hidden
+        )
+        tf.CLIPModel(config).eval().save_pretrained(folder)
+        tf.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    else:
+        config = tf.SiglipConfig(text_config=text, vision_config=vision | {"hidden_size": spec.hidden})
+        tf.SiglipModel(config).eval().save_pretrained(folder)
+        tf.SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder
+
+
+def _gliner(spec: Spec, folder: Path) -> Path:
+    """A GLiNER span model (gliner's own save format) over a tiny backbone of the declared type and width."""
+    import torch
+    from gliner import GLiNERConfig
+    from gliner.model import UniEncoderSpanGLiNER
+    from transformers import AutoModel
+
+    backbone = folder / "backbone"
+    backbone.mkdir(parents=True, exist_ok=True)
+    vocab = tokens(spec.model_type)
+    save_tokenizer(backbone, vocab, spec.model_type)
+    AutoModel.from_config(model_config(spec.model_type, spec.hidden, len(vocab), 512)).save_pretrained(backbone)
+    model = folder / "model"
+    config = GLiNERConfig(
+        model_name=str(backbone),
+        hidden_size=spec.hidden,
+        max_width=12,
+        max_len=spec.max_positions,
+        max_types=25,
+        dropout=0.0,
+    )
+    torch.manual_seed(0)
+    UniEncoderSpanGLiNER.load_from_config(config).save_pretrained(str(model))
+    return model
