@@ -7,7 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
 from sie_server.adapters.embedding import EmbeddingAdapter
 
 SLOW_BATCH_S = 0.25
@@ -28,3 +31,15 @@ class FlakyLoad(EmbeddingAdapter):
         if not (weights / "READY").exists():
             raise OSError(f"simulated corrupt weights in {weights} (no READY file)")
         super().load(weights)
+
+
+class EndlessSlowLM(CausalLMAdapter):
+    """Never emits end-of-sequence and takes 20 ms a decode step: a generation that only stops when told."""
+
+    def load(self, weights: Path) -> None:
+        super().load(weights)
+        self.eos_ids = frozenset()
+
+    def decode(self, batch: DecodeBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
+        time.sleep(0.02)
+        return super().decode(batch, tokens, positions)

@@ -84,3 +84,14 @@ async def test_errors_from_the_server(live: Api) -> None:
     with pytest.raises(ModelLoadFailedError) as caught:
         await live.encode("test/missing-weights", "x")
     assert caught.value.status_code == 502
+
+
+async def test_generate_and_extract_live(live: Api) -> None:
+    answer = await live.generate("test/tiny-llm", "hello world", max_new_tokens=6)
+    assert answer["usage"]["completion_tokens"] <= 6 and answer["finish_reason"] in ("stop", "length")
+    chunks = await live.stream("test/tiny-llm", messages=[{"role": "user", "content": "hi"}], max_new_tokens=6)
+    assert chunks[-1]["finish_reason"] in ("stop", "length") and "usage" in chunks[-1]
+    found = await live.extract(
+        "test/tiny-gliner", {"text": "Acme Corp sent an invoice"}, labels=["company"], threshold=0.0
+    )
+    assert found["entities"] and all("start" in e and "end" in e for e in found["entities"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers.catalog import tiny_embedder, write_config
+from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
 from tests.helpers.server import ServerProcess
 
 FAULTS = "tests.helpers.fault_adapters"
@@ -53,6 +53,7 @@ def engine_catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[s
     huge["profiles"] = {"cpu": {"max_batch_tokens": 1024, "activation_reserve_bytes": 10**15}}
     write_config(folder, huge)
     write_config(folder, tiny_embedder("test/plain", weights))
+    write_config(folder, {**tiny_llm("test/endless", tiny_models["llm"]), "adapter": f"{FAULTS}:EndlessSlowLM"})
     return folder
 
 
@@ -176,6 +177,19 @@ def test_failed_load_is_isolated_until_reload(engine_server: ServerProcess, engi
     reloaded = httpx.post(f"{url}/v1/models/test/flaky/reload", timeout=60)
     assert reloaded.status_code == 200 and reloaded.json()["state"] == "loaded"
     assert httpx.post(f"{url}/v1/encode/test/flaky", json={"items": [{"text": "x"}]}).status_code == 200
+
+
+def test_a_client_that_leaves_stops_its_decoding(engine_server: ServerProcess) -> None:
+    url, model = engine_server.url, "test/endless"
+    body = {"prompt": "hello", "max_new_tokens": 400, "stream": True}
+    with httpx.stream("POST", f"{url}/v1/generate/{model}", json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))  # decoding has started
+    time.sleep(0.5)
+    steps = metric(url, "sie_batch_items_count", model=model)
+    time.sleep(0.5)
+    assert metric(url, "sie_batch_items_count", model=model) == steps  # nothing decodes any more
+    assert steps < 100  # far short of the 400 tokens it was asked for
 
 
 def test_sigterm_drains_accepted_work_then_exits(engine_catalog: Path, tmp_path: Path) -> None:
