@@ -109,6 +109,7 @@ class SIEBackend:
         self.retry = retry
         self._client = client
         self._async_client = async_client
+        self._closer: weakref.finalize[Any, Any] | None = None  # closes the client this backend made
         self._lock = threading.Lock()
         self._dims: dict[tuple[str, str], int] = {}
 
@@ -136,7 +137,7 @@ class SIEBackend:
         with self._lock:
             if self._client is None:
                 client = SIEClient(self.base_url, timeout=self.timeout, priority=self.priority, retry=self.retry)
-                weakref.finalize(self, client.close)
+                self._closer = weakref.finalize(self, client.close)
                 self._client = client
             return self._client
 
@@ -155,9 +156,11 @@ class SIEBackend:
     def close(self) -> None:
         """Close the blocking client this backend made (a caller's client stays open)."""
         with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+            closer, self._closer = self._closer, None
+            if closer is not None:
+                self._client = None
+        if closer is not None:
+            closer()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SIEBackend:
         return SIEBackend(**self.settings(), async_client=self._async_client)

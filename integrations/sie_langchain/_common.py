@@ -11,11 +11,14 @@ from sie_sdk import DEFAULT_RETRY, RetryPolicy
 
 
 class SIEFields(BaseModel):
-    """``model``, ``base_url`` (``None``: ``$SIE_URL`` when the object is made, else
-    http://127.0.0.1:8080), ``priority``,
-    ``instruction``, ``timeout`` (seconds per call, retries included; ``None``: no limit) and
-    ``max_retries`` (``None``: retry MODEL_LOADING / QUEUE_FULL / RESOURCE_EXHAUSTED until the
-    timeout, honouring Retry-After; ``0``: never)."""
+    """The settings of every SIE LangChain class.
+
+    ``model``; ``base_url`` (``None``: ``$SIE_URL`` when the object is made, else
+    http://127.0.0.1:8080); ``priority``; ``instruction`` (queries only); ``timeout`` (seconds
+    per call, retries included; ``None``: no limit); ``max_retries`` (``None``: retry
+    MODEL_LOADING / QUEUE_FULL / RESOURCE_EXHAUSTED until the timeout, honouring Retry-After;
+    ``0``: never); ``batch_size`` (texts per request).
+    """
 
     model: str
     base_url: str = Field(default=None, validate_default=True)

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from weaviate.classes.config import Configure, VectorConfigCreate
+from weaviate.classes.config import Configure
 from weaviate.classes.data import DataObject
 from weaviate.classes.query import MetadataQuery
 from weaviate.collections import Collection
@@ -24,9 +24,10 @@ class SIEVectorizer(VectorizerCore):
     only: Weaviate stores no user-provided sparse vectors (its keyword search is BM25).
     """
 
-    def __init__(self, model: str, **kwargs: Any) -> None:
-        super().__init__(model, **kwargs)
-        self.stored = {kind: name for kind, name in self.names.items() if kind != "sparse"}
+    @property
+    def stored(self) -> dict[str, str]:
+        """The kinds Weaviate stores (dense, multivector) and their vector names."""
+        return {kind: name for kind, name in self.names.items() if kind != "sparse"}
 
     # --- the shared vocabulary -----------------------------------------------------------
 
@@ -48,9 +49,12 @@ class SIEVectorizer(VectorizerCore):
 
     # --- collections and objects ---------------------------------------------------------
 
-    def vector_config(self) -> list[VectorConfigCreate]:
-        """``vector_config=`` for ``collections.create``: one self-provided vector per kind."""
-        config = []
+    def vector_config(self) -> list[Any]:
+        """``vector_config=`` for ``collections.create``: one self-provided vector per kind.
+
+        (The items are weaviate's ``VectorConfigCreate``, a name that older clients do not export.)
+        """
+        config: list[Any] = []
         if "dense" in self.stored:
             config.append(Configure.Vectors.self_provided(name=self.stored["dense"]))
         if "multivector" in self.stored:

@@ -13,12 +13,14 @@ TINY_RERANKER = "test/tiny-reranker"  # random cross-encoder
 TINY_SPLADE = "test/tiny-splade"  # sparse, once the SPLADE family lands
 TINY_COLBERT = "test/tiny-colbert"  # multivector, once the ColBERT family lands
 TINY_LLM = "test/tiny-llm"  # generate (random weights: gibberish, real token counts)
+TINY_BGE_M3 = "test/tiny-bge-m3"  # dense, sparse and multivector from one model
 
-# What each model must offer: (encode output, task).
-NEEDS: dict[str, tuple[str | None, str | None]] = {
-    TINY_SPLADE: ("sparse", "encode"),
-    TINY_COLBERT: ("multivector", "encode"),
-    TINY_LLM: (None, "generate"),
+# What each model must offer: (encode outputs, task).
+NEEDS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    TINY_SPLADE: (("sparse",), "encode"),
+    TINY_COLBERT: (("multivector",), "encode"),
+    TINY_BGE_M3: (("dense", "sparse", "multivector"), "encode"),
+    TINY_LLM: ((), "generate"),
 }
 
 
@@ -35,11 +37,12 @@ def missing_reason(base_url: str, model: str) -> str | None:
     info = served_models(base_url).get(model)
     if info is None:
         return f"{model} is not in the test server's catalog yet"
-    output, task = NEEDS.get(model, (None, None))
+    wanted, task = NEEDS.get(model, ((), None))
     outputs = info.get("outputs") or []
     tasks = info.get("tasks") or []
-    if output is not None and output not in outputs:  # type: ignore[operator]
-        return f"{model} does not serve {output} vectors yet (outputs: {outputs})"
+    for output in wanted:
+        if output not in outputs:  # type: ignore[operator]
+            return f"{model} does not serve {output} vectors yet (outputs: {outputs})"
     if task is not None and task not in tasks:  # type: ignore[operator]
         return f"{model} does not serve the {task} task yet (tasks: {tasks})"
     return None

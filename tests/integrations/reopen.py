@@ -9,6 +9,13 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+NETGUARD = Path(__file__).resolve().parent / "netguard"  # its sitecustomize blocks non-loopback sockets
+
+
+def fresh_env(**extra: str) -> dict[str, str]:
+    """The environment for a fresh process: loopback-only sockets, plus ``extra``."""
+    pythonpath = os.pathsep.join(filter(None, [str(NETGUARD), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": pythonpath, **extra}
 
 
 def run_fresh(script: str, *, env: dict[str, str] | None = None, timeout: float = 120.0) -> str:
@@ -19,7 +26,7 @@ def run_fresh(script: str, *, env: dict[str, str] | None = None, timeout: float 
         text=True,
         timeout=timeout,
         cwd=REPO,
-        env={**os.environ, **(env or {})},
+        env=fresh_env(**(env or {})),
         check=False,
     )
     if result.returncode != 0:

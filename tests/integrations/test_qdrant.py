@@ -10,9 +10,10 @@ import pytest
 from qdrant_client import QdrantClient, models
 
 from sie_qdrant import SIEVectorizer
-from sie_sdk import ModelNotFoundError
+from sie_sdk import ModelNotFoundError, SIEClient
 from tests.integrations.corpus import CORPUS_TEXTS, EXPECTED_TEXT, QUERY
-from tests.integrations.models import MINILM, TINY_COLBERT, TINY_SPLADE
+from tests.integrations.models import MINILM, TINY_BGE_M3, TINY_COLBERT, TINY_SPLADE
+from tests.integrations.recording import Recording
 from tests.integrations.reopen import run_fresh
 
 TEXTS = CORPUS_TEXTS[:12]  # enough for the random-weight sparse and multivector checks
@@ -141,6 +142,22 @@ def test_named_vectors_and_hybrid_query(base_url: str, needs_model: Callable[[st
     scores = [_maxsim(query, vectorizer.embed_multivector([h.payload["text"]])[0]) for h in hits]  # type: ignore[index]
     assert [h.score for h in hits] == pytest.approx(scores, rel=1e-4)
     assert scores == sorted(scores, reverse=True)
+
+
+def test_one_model_serving_every_kind_is_asked_once(base_url: str, needs_model: Callable[[str], None]) -> None:
+    needs_model(TINY_BGE_M3)
+    transport = Recording()
+    with SIEClient(base_url, transport=transport) as client:
+        vectorizer = SIEVectorizer(TINY_BGE_M3, sparse_model=TINY_BGE_M3, multivector_model=TINY_BGE_M3, client=client)
+        points = vectorizer.points(TEXTS)
+        (body,) = transport.bodies("/v1/encode/")
+        assert body["params"]["output_types"] == ["dense", "sparse", "multivector"]
+        assert set(points[0].vector) == {"dense", "sparse", "colbert"}  # type: ignore[arg-type]
+        qdrant = QdrantClient(":memory:")
+        _collection(qdrant, vectorizer)
+        qdrant.upsert("docs", points)
+        hits = qdrant.query_points("docs", **vectorizer.hybrid_query(TEXTS[0], limit=3)).points
+    assert len(hits) == 3
 
 
 async def test_async_vocabulary(base_url: str) -> None:
