@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=float(_env("BATCH_SHARE", "0.1") or 0.1),
         help="minimum share of batches that batch-priority work gets while interactive work waits",
     )
+    serve.add_argument("--queue", default=_env("QUEUE"), help="nats:// URL: also pull work from JetStream [SIE_QUEUE]")
+    serve.add_argument("--pool", default=_env("POOL", "default"), help="the worker pool to pull for [SIE_POOL]")
+    serve.add_argument("--ack-wait-s", type=float, default=float(_env("ACK_WAIT_S", "30") or 30))
+    serve.add_argument("--max-deliver", type=int, default=int(_env("MAX_DELIVER", "5") or 5))
     serve.add_argument(
         "--single-lane",
         action="store_true",
@@ -86,6 +90,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="token cap of a batch-priority batch (interactive work waits at most one such batch)",
     )
     serve.add_argument("-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"), help="debug logs")
+
+    gateway = sub.add_parser("gateway", help="run the cluster gateway in front of NATS JetStream")
+    gateway.add_argument("--nats", default=_env("NATS", "nats://127.0.0.1:4222"), help="NATS URL [SIE_NATS]")
+    gateway.add_argument("--host", default=_env("HOST", "127.0.0.1"))
+    gateway.add_argument("--port", type=int, default=int(_env("PORT", "8080") or 8080))
+    _add_catalog_args(gateway)
+    gateway.add_argument("--route", action="append", default=[], help="PATTERN=POOL: models matching go to POOL")
+    gateway.add_argument("--default-pool", default=_env("DEFAULT_POOL", "default"))
+    gateway.add_argument(
+        "--hold-s",
+        type=float,
+        default=float(_env("HOLD_S", "30") or 30),
+        help="how long a request waits for a worker when none is up",
+    )
+    gateway.add_argument("--timeout-s", type=float, default=float(_env("GATEWAY_TIMEOUT_S", "600") or 600))
+    gateway.add_argument("--split-items", type=int, default=int(_env("SPLIT_ITEMS", "32") or 32))
+    gateway.add_argument("--ack-wait-s", type=float, default=float(_env("ACK_WAIT_S", "30") or 30))
+    gateway.add_argument("-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"))
 
     models = sub.add_parser("models", help="inspect the catalog")
     models_sub = models.add_subparsers(dest="models_command", required=True)
@@ -132,6 +154,10 @@ def serve(args: argparse.Namespace) -> int:
         batch_share=args.batch_share,
         batch_max_tokens=args.batch_max_tokens,
         single_lane=args.single_lane,
+        queue=args.queue,
+        pool=args.pool,
+        ack_wait_s=args.ack_wait_s,
+        max_deliver=args.max_deliver,
     )
     import torch
 
@@ -139,6 +165,37 @@ def serve(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(settings.threads)
     run(settings)
+    return 0
+
+
+def run_gateway(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from sie_server.catalog.loader import Catalog
+    from sie_server.cluster.gateway import GatewaySettings, create_gateway_app
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    routes = []
+    for rule in args.route:
+        pattern, _, pool = rule.partition("=")
+        if not pattern or not pool:
+            raise ValueError(f"--route {rule!r}: use PATTERN=POOL, e.g. 'Qwen/*=gpu'")
+        routes.append((pattern, pool))
+    tokens = tuple(t.strip() for t in os.environ.get("SIE_AUTH_TOKENS", "").split(",") if t.strip())
+    settings = GatewaySettings(
+        nats_url=args.nats,
+        catalog=Catalog(args.models_dir, set(_ids(args.models)) or None),
+        routes=routes,
+        default_pool=args.default_pool,
+        hold_s=args.hold_s,
+        timeout_s=args.timeout_s,
+        split_items=args.split_items,
+        ack_wait_s=args.ack_wait_s,
+        auth_tokens=tokens,
+    )
+    uvicorn.run(create_gateway_app(settings), host=args.host, port=args.port, log_level="info")
     return 0
 
 
@@ -164,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return serve(args)
+        if args.command == "gateway":
+            return run_gateway(args)
         return list_models(args)
     except ValueError as exc:  # bad settings or a broken catalog: say what, not a traceback
         print(f"sie-server: {exc}", file=sys.stderr)

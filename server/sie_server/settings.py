@@ -39,6 +39,10 @@ class Settings(BaseModel):
     pin: list[str] = Field(default_factory=list, description="ids loaded at start and never evicted")
     idle_evict_s: float | None = Field(default=None, gt=0, description="unload models unused this long")
     batch_share: float = Field(default=0.1, ge=0, le=1, description="minimum share of batches for batch-class work")
+    queue: str | None = Field(default=None, description="nats:// URL: also pull work for `pool` from JetStream")
+    pool: str = "default"
+    ack_wait_s: float = Field(default=30.0, gt=0)
+    max_deliver: int = Field(default=5, ge=1)
     single_lane: bool = Field(
         default=False, description="run batch-class and interactive batches in one lane instead of two"
     )

@@ -86,7 +86,21 @@ def create_app(settings: Settings) -> FastAPI:
         background[0].add_done_callback(lambda _: setattr(state, "ready", True))
         if settings.idle_evict_s:
             background.append(loop.create_task(state.pool.evict_idle_forever(settings.idle_evict_s)))
+        worker = None
+        if settings.queue:
+            from sie_server.cluster.worker import QueueWorker
+
+            worker = QueueWorker(
+                app,
+                nats_url=settings.queue,
+                pool=settings.pool,
+                ack_wait_s=settings.ack_wait_s,
+                max_deliver=settings.max_deliver,
+            )
+            background.append(loop.create_task(worker.run()))
         yield
+        if worker is not None:
+            worker.stop()
         state.draining = True
         for task in background:
             task.cancel()
