@@ -113,6 +113,19 @@ class SIEBackend:
         self._lock = threading.Lock()
         self._dims: dict[tuple[str, str], int] = {}
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> SIEBackend:
+        """A backend from an adapter's settings object (model, base_url, priority, instruction,
+        batch_size, timeout attributes), as every ecosystem class keeps them."""
+        return cls(
+            settings.model,
+            base_url=settings.base_url,
+            priority=settings.priority,
+            instruction=settings.instruction,
+            batch_size=settings.batch_size,
+            timeout=settings.timeout,
+        )
+
     @property
     def base_url(self) -> str:
         return resolve_base_url(self.base_url_setting)

@@ -39,14 +39,7 @@ class _SIETextFunction(TextEmbeddingFunction):
     @property
     def backend(self) -> SIEBackend:
         if self._backend is None:
-            self._backend = SIEBackend(
-                self.model,
-                base_url=self.base_url,
-                priority=self.priority,
-                instruction=self.instruction,
-                batch_size=self.batch_size,
-                timeout=self.timeout,
-            )
+            self._backend = SIEBackend.from_settings(self)
         return self._backend
 
     def ndims(self) -> int:

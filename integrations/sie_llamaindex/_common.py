@@ -32,14 +32,7 @@ class SIEFields(BaseModel):
     def backend(self) -> SIEBackend:
         """The shared SIE backend for these settings (made on first use)."""
         if self._backend is None:
-            self._backend = SIEBackend(
-                self.model,
-                base_url=self.base_url,
-                priority=self.priority,
-                instruction=self.instruction,
-                batch_size=self.batch_size,
-                timeout=self.timeout,
-            )
+            self._backend = SIEBackend.from_settings(self)
         return self._backend
 
     def close(self) -> None:
