@@ -39,3 +39,13 @@ def test_groups_similar_lengths() -> None:
     items = [Fake(10, 0.0), Fake(200, 1.0), Fake(11, 2.0), Fake(12, 3.0), Fake(190, 4.0)]
     batch = form_batch(items, 100)
     assert sorted(i.cost for i in batch) == [10, 11, 12]
+
+
+def test_padding_limit_splits_mixed_lengths_into_similar_batches() -> None:
+    items = [Fake(10, 0.0), Fake(11, 1.0), Fake(12, 2.0), Fake(100, 3.0), Fake(104, 4.0)]
+    first = form_batch(items, 10_000, max_padding=1.25, min_batch_tokens=0)
+    assert sorted(i.cost for i in first) == [10, 11, 12]
+    rest = [i for i in items if i not in first]
+    assert sorted(i.cost for i in form_batch(rest, 10_000, max_padding=1.25, min_batch_tokens=0)) == [100, 104]
+    # small batches are filled regardless: 5 x 104 = 520 padded tokens <= 1024
+    assert len(form_batch(items, 10_000, max_padding=1.25, min_batch_tokens=1024)) == 5

@@ -125,6 +125,10 @@ class Profile(Strict):
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     max_batch_tokens: int = Field(default=8192, gt=0)
     max_batch_wait_ms: float = Field(default=0.0, ge=0)
+    max_padding_ratio: float = Field(
+        default=1.25, ge=1.0, description="a batch stops growing when padded tokens would exceed this x real tokens"
+    )
+    min_batch_tokens: int = Field(default=512, ge=1, description="below this many padded tokens padding is not limited")
     attn: Literal["sdpa", "eager"] = "sdpa"
     backend: Literal["transformers", "sglang"] = Field(
         default="transformers", description="causal LMs on CUDA may run on SGLang inside the memory budget"

@@ -166,7 +166,9 @@ class Scheduler:
         # lanes running the same model share its activation reserve: stay within it together
         in_flight = sum(padded_cost([i.cost for i in b]) for b in self._running.values() if b[0].model.id == model.id)
         budget = max(1, budget - in_flight)
-        return form_batch(candidates, budget), budget, waiting
+        profile = model.profile(self.pool.device_kind)
+        batch = form_batch(candidates, budget, profile.max_padding_ratio, profile.min_batch_tokens)
+        return batch, budget, waiting
 
     def _take(self, batch: list[WorkItem]) -> None:
         key = batch[0].group
