@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 
 from tests.cluster.conftest import Gateway, Nats, worker
+from tests.helpers.server import ServerProcess
 from tests.server.test_engine_server import metric
 
 TINY = "test/tiny-embedder"
@@ -33,12 +34,20 @@ def test_gateway_and_two_workers_answer_32_concurrent_clients(cluster_catalog: P
         texts = [f"text number {i}" for i in range(32)]
         answers = asyncio.run(encode_many(gateway.url, TINY, texts))
         assert [a.status_code for a in answers] == [200] * 32
-        direct = httpx.post(f"{workers[0].url}/v1/encode/{TINY}", json={"items": [{"text": t} for t in texts]}).json()
+        refused = httpx.post(f"{workers[0].url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]})
+        assert refused.status_code == 403 and "queue only" in refused.json()["detail"]["message"]
+        reference = ServerProcess(cluster_catalog, "--offline", "--threads", "1").wait_ready()
+        try:
+            direct = httpx.post(
+                f"{reference.url}/v1/encode/{TINY}", json={"items": [{"text": t} for t in texts]}
+            ).json()
+        finally:
+            reference.stop()
         for answer, expected in zip(answers, direct["items"], strict=True):
             np.testing.assert_allclose(answer.json()["items"][0]["dense"]["values"], expected["dense"]["values"],
                                        atol=1e-5)  # fmt: skip
-        batches = sum(metric(w.url, "sie_batch_items_count", model=TINY) for w in workers) - 1
-        items = sum(metric(w.url, "sie_batch_items_sum", model=TINY) for w in workers) - 32
+        batches = sum(metric(w.url, "sie_batch_items_count", model=TINY) for w in workers)
+        items = sum(metric(w.url, "sie_batch_items_sum", model=TINY) for w in workers)
         assert items == 32 and batches < 32  # batched across clients on the workers
         # a large request is split into slices and merged back in order
         many = [{"text": f"t{i}"} for i in range(70)]

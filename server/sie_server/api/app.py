@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,7 +12,7 @@ from fastapi import FastAPI
 
 from sie_server import __version__
 from sie_server.api import errors
-from sie_server.api.middleware import RequestMetrics
+from sie_server.api.middleware import QueueOnly, RequestMetrics
 from sie_server.api.routes import compat, encode, extract, generate, health, models, score
 from sie_server.api.state import ServerState
 from sie_server.catalog.loader import Catalog, canonical_id
@@ -113,5 +114,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     errors.install(app)
     app.add_middleware(RequestMetrics, state=state)
+    if settings.queue:
+        state.queue_token = secrets.token_hex(16)
+        app.add_middleware(QueueOnly, token=state.queue_token)
 
     return app

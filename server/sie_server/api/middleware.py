@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import time
 from typing import Any
 
@@ -39,3 +40,27 @@ class RequestMetrics:
                 metrics = self.state.metrics
                 metrics.requests.labels(model, task, outcome["status"]).inc()
                 metrics.request_duration.labels(model, task).observe(time.perf_counter() - started)
+
+
+class QueueOnly:
+    """On a queue worker, work routes answer only the worker's own in-process calls (which carry
+    ``token``); direct HTTP work is refused so every request goes through the gateway."""
+
+    HEADER = b"x-sie-queue-token"
+
+    def __init__(self, app: ASGIApp, token: str):
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] == "POST":
+            sent = dict(scope.get("headers", [])).get(self.HEADER, b"")
+            if not hmac.compare_digest(sent, self.token):
+                from sie_server.api.errors import error_response
+
+                response = error_response(
+                    "FORBIDDEN", "this worker takes work from its queue only; send requests to the gateway", 403
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

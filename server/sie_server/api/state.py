@@ -34,6 +34,7 @@ class ServerState:
     ready: bool = False
     draining: bool = False
     inflight: int = 0  # work requests being answered (maintained by the metrics middleware)
+    queue_token: str = ""  # on a queue worker: the secret its in-process calls carry
     preload_errors: dict[str, str] = field(default_factory=dict)
 
     def idle(self) -> bool:

@@ -139,6 +139,7 @@ class QueueWorker:
                     "accept": headers.get("Sie-Accept", "application/json"),
                     "x-sie-priority": headers.get("Sie-Priority", "interactive"),
                     "x-sie-wait-for-model": "false",
+                    "x-sie-queue-token": self.app.state.sie.queue_token,
                 },
             )
         finally:
