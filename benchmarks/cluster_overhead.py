@@ -67,7 +67,7 @@ def main() -> None:
                 )
                 for _ in range(workers)
             ]
-            gateway = Gateway(folder, nats.url)
+            gateway = Gateway(folder, nats.url, log=Path(tmp) / f"gateway{workers}.log")
             try:
                 for proc in procs:
                     proc.wait_ready()
@@ -76,6 +76,9 @@ def main() -> None:
                 results[f"gateway + {workers} worker{'s' if workers > 1 else ''}"] = measure(
                     gateway.url, corpus, args.latency
                 )
+            except Exception:
+                print((Path(tmp) / f"gateway{workers}.log").read_text()[-3000:])
+                raise
             finally:
                 gateway.stop()
                 for proc in procs:
