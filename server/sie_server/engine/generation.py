@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +47,6 @@ class Sequence:
     deltas: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
     cancelled: bool = False
     generator: torch.Generator | None = None
-    created: float = field(default_factory=time.monotonic)
     error: SIEError | None = None
     completion_tokens: int | None = None  # when the backend counts them itself (SGLang)
 

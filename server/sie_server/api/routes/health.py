@@ -30,5 +30,10 @@ async def readyz(request: Request) -> Response:
     if not state.ready:
         return json_response({"status": "starting"}, 503)
     return json_response(
-        {"status": "ready", "queued_items": state.scheduler.queued, "inflight_requests": state.inflight}
+        {
+            "status": "ready",
+            "queued_items": state.scheduler.queued,
+            "inflight_requests": state.inflight,
+            "preload_errors": state.preload_errors,
+        }
     )
