@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # The published sie-sdk 0.10.1 needs Python 3.12; its compatibility test runs from .venv-compat.
 PYTHON312 ?= $(shell python3.12 --version >/dev/null 2>&1 && echo python3.12 || ls /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -n1)
 
-.PHONY: serve test install install-dev lint compat-venv clean
+.PHONY: serve test test-gateway install install-dev lint compat-venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,9 +50,15 @@ lint: install-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## make test: install the test dependencies, lint, type-check and run the test suite
+## make test: install the test dependencies, lint, type-check and run the test suite; then run the
+## tests that talk to the shared server again, unchanged, against a gateway + queue worker
 test: install-dev compat-venv lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat
+
+## make test-gateway: only the second half of `make test`
+test-gateway: install-dev compat-venv
+	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat
 
 clean:
 	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache

@@ -19,8 +19,8 @@ import numpy as np
 
 from benchmarks.corpus import build_corpus
 from sie_sdk import SIEClient
-from tests.cluster.conftest import Gateway, Nats
 from tests.helpers.catalog import MINILM, copy_real
+from tests.helpers.cluster import Gateway, Nats
 from tests.helpers.server import ServerProcess
 
 QUERY = "How much do we owe Acme Corp, and when is it due?"

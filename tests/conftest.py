@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tests.helpers.catalog import (
     tiny_splade,
     write_config,
 )
+from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.server import ServerProcess
 from tests.helpers.tiny_models import (
     build_bert_embedder,
@@ -85,27 +87,57 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     return folder
 
 
+# SIE_TEST_TARGET=gateway runs every test that talks to the shared server against a gateway
+# in front of one queue worker (a real nats-server on loopback) instead: the same tests, unchanged.
+TARGET = os.environ.get("SIE_TEST_TARGET", "server")
+SHARED_SERVER_SUITES = ("tests/server", "tests/sdk", "tests/compat")
+# reads the serving process's own /metrics (decode batching inside one engine); a gateway exports
+# its own metrics, and tests/cluster checks batching on the workers' metrics instead
+PROCESS_INTERNALS = ("test_concurrent_requests_are_decoded_together",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if TARGET != "gateway":
+        return
+    kept, dropped = [], []
+    for item in items:
+        shared = {"server", "base_url"} & set(getattr(item, "fixturenames", ()))
+        in_suite = any(part in str(item.path) for part in SHARED_SERVER_SUITES)
+        internal = item.name in PROCESS_INTERNALS
+        (kept if shared and in_suite and not internal else dropped).append(item)
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     logs = tmp_path_factory.mktemp("server-logs")
-    proc = ServerProcess(
-        catalog_dir,
-        "--offline",
-        "--threads",
-        "2",
-        "--max-text-bytes",
-        str(MAX_TEXT_BYTES),
-        "--max-body-bytes",
-        str(MAX_BODY_BYTES),
-        "--max-items-per-request",
-        str(MAX_ITEMS),
-        env={"HF_HOME": str(logs / "empty-hf-home")},
-        log=logs / "server.log",
-    )
+    limits = ["--max-text-bytes", str(MAX_TEXT_BYTES), "--max-body-bytes", str(MAX_BODY_BYTES),
+              "--max-items-per-request", str(MAX_ITEMS)]  # fmt: skip
+    env = {"HF_HOME": str(logs / "empty-hf-home")}
+    if TARGET == "gateway":
+        yield from _gateway(catalog_dir, logs, limits, env)
+        return
+    proc = ServerProcess(catalog_dir, "--offline", "--threads", "2", *limits, env=env, log=logs / "server.log")
     try:
         yield proc.wait_ready()
     finally:
         proc.stop()
+
+
+def _gateway(catalog_dir: Path, logs: Path, limits: list[str], env: dict[str, str]) -> Iterator[ServerProcess]:
+    nats = Nats(logs / "jetstream")
+    procs: list[ServerProcess] = []
+    try:
+        procs.append(worker(catalog_dir, nats.url, logs / "worker.log", "--threads", "2", *limits, env=env))
+        procs.append(Gateway(catalog_dir, nats.url, *limits, log=logs / "gateway.log"))
+        for proc in procs:
+            proc.wait_ready()
+        yield procs[-1]
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+        nats.stop()
 
 
 @pytest.fixture(scope="session")

@@ -52,9 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--load-timeout-s", type=float, default=float(_env("LOAD_TIMEOUT_S", "300") or 300))
     serve.add_argument("--max-queued-items", type=int, default=int(_env("MAX_QUEUED_ITEMS", "65536") or 0))
-    serve.add_argument("--max-items-per-request", type=int, default=int(_env("MAX_ITEMS", "8192") or 0))
-    serve.add_argument("--max-text-bytes", type=int, default=int(_env("MAX_TEXT_BYTES", str(256 * 1024)) or 0))
-    serve.add_argument("--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", str(64 * 2**20)) or 0))
+    _add_limit_args(serve)
     serve.add_argument(
         "--memory-budget",
         default=_env("MEMORY_BUDGET"),
@@ -107,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     gateway.add_argument("--timeout-s", type=float, default=float(_env("GATEWAY_TIMEOUT_S", "600") or 600))
     gateway.add_argument("--split-items", type=int, default=int(_env("SPLIT_ITEMS", "32") or 32))
     gateway.add_argument("--ack-wait-s", type=float, default=float(_env("ACK_WAIT_S", "30") or 30))
+    _add_limit_args(gateway)
     gateway.add_argument("-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"))
 
     models = sub.add_parser("models", help="inspect the catalog")
@@ -114,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing = models_sub.add_parser("list", help="print the catalog with each model's weights source")
     _add_catalog_args(listing)
     return parser
+
+
+def _add_limit_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-items-per-request", type=int, default=int(_env("MAX_ITEMS", "8192") or 0))
+    parser.add_argument("--max-text-bytes", type=int, default=int(_env("MAX_TEXT_BYTES", str(256 * 1024)) or 0))
+    parser.add_argument("--max-body-bytes", type=int, default=int(_env("MAX_BODY_BYTES", str(64 * 2**20)) or 0))
 
 
 def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
@@ -195,6 +200,9 @@ def run_gateway(args: argparse.Namespace) -> int:
         split_items=args.split_items,
         ack_wait_s=args.ack_wait_s,
         auth_tokens=tokens,
+        max_items_per_request=args.max_items_per_request,
+        max_text_bytes=args.max_text_bytes,
+        max_body_bytes=args.max_body_bytes,
     )
     uvicorn.run(create_gateway_app(settings), host=args.host, port=args.port, log_level="info")
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.cluster.conftest import Gateway, Nats, worker
+from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.server import ServerProcess
 from tests.server.test_engine_server import metric
 

