@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.catalog import tiny_embedder, write_config
+from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
 from tests.helpers.cluster import Nats
 
 FAULTS = "tests.helpers.fault_adapters"
@@ -18,6 +18,10 @@ def cluster_catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[
     folder = tmp_path_factory.mktemp("cluster-catalog")
     write_config(folder, tiny_embedder("test/tiny-embedder", tiny_models["embedder"]))
     write_config(folder, {**tiny_embedder("test/slow", tiny_models["embedder"]), "adapter": f"{FAULTS}:SlowEmbedding"})
+    write_config(
+        folder, {**tiny_embedder("test/crash", tiny_models["embedder"]), "adapter": f"{FAULTS}:CrashingEmbedding"}
+    )
+    write_config(folder, {**tiny_llm("test/endless", tiny_models["llm"]), "adapter": f"{FAULTS}:EndlessSlowLM"})
     return folder
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -43,3 +44,10 @@ class EndlessSlowLM(CausalLMAdapter):
     def decode(self, batch: DecodeBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
         time.sleep(0.02)
         return super().decode(batch, tokens, positions)
+
+
+class CrashingEmbedding(EmbeddingAdapter):
+    """Kills its whole process the moment it is asked to run a batch (a poison request)."""
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        os._exit(3)

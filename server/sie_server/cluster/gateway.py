@@ -179,7 +179,7 @@ class Gateway:
             headers[streams.PREFER] = ",".join(prefer)
         if not streams.fits(self.nc, len(body)):
             call.body_ref = f"request-{token}"
-            await self.store.put(call.body_ref, body)
+            await streams.put_payload(self.nc, self.store, call.body_ref, body)
             headers[streams.BODY_REF], body = call.body_ref, b""
             self.metrics.by_reference.labels("request").inc()
         self.calls[call.reply_to] = call

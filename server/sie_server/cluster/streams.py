@@ -82,6 +82,14 @@ async def payload_store(js: Any) -> Any:
         return await js.object_store(PAYLOAD_BUCKET)
 
 
+async def put_payload(nc: Any, store: Any, name: str, data: bytes) -> None:
+    """Store a body in chunks that each fit in one message on this connection."""
+    from nats.js.api import ObjectMeta, ObjectMetaOptions
+
+    chunk = max(1024, min(128 * 1024, int(nc.max_payload) - HEADER_ROOM))
+    await store.put(name, data, meta=ObjectMeta(name=name, options=ObjectMetaOptions(max_chunk_size=chunk)))
+
+
 async def ensure_streams(js: Any, pool: str, *, ack_wait_s: float) -> None:
     """Create (or keep) the pool's streams and consumers; safe to call from every process."""
     from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig

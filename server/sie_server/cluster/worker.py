@@ -24,11 +24,10 @@ import socket
 import uuid
 from typing import Any
 
-import httpx
-
 from sie_server.api.codec import MSGPACK
 from sie_server.api.model_info import model_info
 from sie_server.cluster import streams
+from sie_server.cluster.asgi_call import call_app
 from sie_server.cluster.streams import Reply
 from sie_server.engine.policy import PRIORITIES
 from sie_server.memory.pool import ModelState
@@ -64,7 +63,6 @@ class QueueWorker:
         self.nc: Any = None
         self.js: Any = None
         self.store: Any = None
-        self.client: httpx.AsyncClient | None = None
         self._last_beat: dict[str, str] = {}
 
     async def run(self) -> None:
@@ -80,21 +78,18 @@ class QueueWorker:
         for p in PRIORITIES:
             name = streams.stream_name(self.pool, p)
             subs[p] = await self.js.pull_subscribe(streams.subject(self.pool, p), streams.CONSUMER, stream=name)
-        transport = httpx.ASGITransport(app=self.app)
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
         await self.nc.subscribe(streams.CONTROL_SUBJECT.format(pool=self.pool), cb=self._on_control)
         log.info("worker %s pulling pool %s from %s", self.id, self.pool, self.nats_url)
-        async with httpx.AsyncClient(transport=transport, base_url="http://worker", timeout=None) as client:
-            self.client = client
-            try:
-                await asyncio.gather(*(self._pull(p, sub, client) for p, sub in subs.items()))
-            finally:
-                heartbeat.cancel()
-                running = [t for tasks in self._inflight.values() for t in tasks]
-                if running:
-                    await asyncio.gather(*running, return_exceptions=True)
-                with contextlib.suppress(Exception):
-                    await self.nc.close()  # unacked work goes back to the stream for other workers
+        try:
+            await asyncio.gather(*(self._pull(p, sub) for p, sub in subs.items()))
+        finally:
+            heartbeat.cancel()
+            running = [t for tasks in self._inflight.values() for t in tasks]
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await self.nc.close()  # unacked work goes back to the stream for other workers
 
     def stop(self) -> None:
         self._stopping.set()
@@ -110,7 +105,7 @@ class QueueWorker:
             room = min(room, self.max_inflight // 2 - len(self._inflight[priority]))
         return room
 
-    async def _pull(self, priority: str, sub: Any, client: httpx.AsyncClient) -> None:
+    async def _pull(self, priority: str, sub: Any) -> None:
         while not self._stopping.is_set() and not self.app.state.sie.draining:
             room = self.room(priority)
             if room <= 0:
@@ -127,7 +122,7 @@ class QueueWorker:
                 await asyncio.sleep(1.0)
                 continue
             for msg in got:
-                task = asyncio.get_running_loop().create_task(self._handle(client, msg))
+                task = asyncio.get_running_loop().create_task(self._handle(msg))
                 self._inflight[priority].add(task)
                 task.add_done_callback(self._done(priority))
 
@@ -140,7 +135,7 @@ class QueueWorker:
 
         return discard
 
-    async def _handle(self, client: httpx.AsyncClient, msg: Any) -> None:
+    async def _handle(self, msg: Any) -> None:
         headers = msg.headers or {}
         delivered = msg.metadata.num_delivered
         prefer = [w for w in headers.get(streams.PREFER, "").split(",") if w]
@@ -152,52 +147,43 @@ class QueueWorker:
             return
         keepalive = asyncio.get_running_loop().create_task(self._keep_alive(msg))
         try:
-            await self._answer(client, msg, headers)
+            await self._answer(msg, headers)
         finally:
             keepalive.cancel()
 
-    async def _answer(self, client: httpx.AsyncClient, msg: Any, headers: dict[str, str]) -> None:
+    async def _answer(self, msg: Any, headers: dict[str, str]) -> None:
         body = msg.data
         if streams.BODY_REF in headers:
             body = (await self.store.get(headers[streams.BODY_REF])).data
-        request = client.build_request(
-            "POST",
-            headers.get(streams.PATH, "/"),
-            content=body,
-            headers={
-                "content-type": MSGPACK,
-                "accept": MSGPACK,
-                "x-sie-priority": headers.get(streams.PRIORITY, "interactive"),
-                "x-sie-wait-for-model": headers.get(streams.WAIT_FOR_MODEL, "true"),
-                "x-sie-queue-token": self.app.state.sie.queue_token,
-            },
-        )
-        response = await client.send(request, stream=True)
-        try:
-            kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
-            reply_to = headers[streams.REPLY_TO]
-            if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                await self._reply(reply_to, Reply(response.status_code, kept, await response.aread(), worker=self.id))
+        response = await call_app(self.app, headers.get(streams.PATH, "/"), body, {
+            "content-type": MSGPACK,
+            "accept": MSGPACK,
+            "x-sie-priority": headers.get(streams.PRIORITY, "interactive"),
+            "x-sie-wait-for-model": headers.get(streams.WAIT_FOR_MODEL, "true"),
+            "x-sie-queue-token": self.app.state.sie.queue_token,
+        })  # fmt: skip
+        kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
+        reply_to = headers[streams.REPLY_TO]
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            await self._reply(reply_to, Reply(response.status, kept, await response.read(), worker=self.id))
+            await msg.ack()
+            return
+        acked = False
+        async for part in response.parts:
+            await self._reply(reply_to, Reply(response.status, kept, part, more=True, worker=self.id))
+            if not acked:  # the caller has part of the answer now: redoing it elsewhere would repeat it
                 await msg.ack()
-                return
-            acked = False
-            async for part in response.aiter_raw():
-                await self._reply(reply_to, Reply(response.status_code, kept, part, more=True, worker=self.id))
-                if not acked:  # the caller has part of the answer now: redoing it elsewhere would repeat it
-                    await msg.ack()
-                    acked = True
-            await self._reply(reply_to, Reply(response.status_code, kept, b"", worker=self.id))
-            if not acked:
-                await msg.ack()
-        finally:
-            await response.aclose()
+                acked = True
+        await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id))
+        if not acked:
+            await msg.ack()
 
     async def _reply(self, reply_to: str, reply: Reply) -> None:
         await self._beat(only_if_changed=True)  # the gateway learns of a load or a failure before the answer
         packed = reply.pack()
         if not streams.fits(self.nc, len(packed)):
             reply.ref = f"reply-{uuid.uuid4().hex}"
-            await self.store.put(reply.ref, reply.body)
+            await streams.put_payload(self.nc, self.store, reply.ref, reply.body)
             reply.body = b""
             packed = reply.pack()
         await self.nc.publish(reply_to, packed)
@@ -238,11 +224,12 @@ class QueueWorker:
     async def _on_control(self, msg: Any) -> None:
         """``{"reload": id}`` from a gateway: clear a failed load and load again, as POST .../reload does."""
         command = json.loads(msg.data)
-        if "reload" not in command or self.client is None:
+        if "reload" not in command:
             return
-        response = await self.client.post(f"/v1/models/{command['reload']}/reload",
-                                          headers={"x-sie-queue-token": self.app.state.sie.queue_token})  # fmt: skip
+        token = {"x-sie-queue-token": self.app.state.sie.queue_token}
+        response = await call_app(self.app, f"/v1/models/{command['reload']}/reload", b"", token)
         kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
+        body = await response.read()
         await self._beat()
         if msg.reply:
-            await self.nc.publish(msg.reply, Reply(response.status_code, kept, response.content, worker=self.id).pack())
+            await self.nc.publish(msg.reply, Reply(response.status, kept, body, worker=self.id).pack())

@@ -1,0 +1,120 @@
+"""How work travels in cluster mode: bodies past the message limit, residency, streams, dead letters."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from tests.helpers.cluster import Gateway, Nats, worker
+from tests.server.test_engine_server import metric
+
+TINY = "test/tiny-embedder"
+
+
+def test_bodies_past_the_message_limit_travel_by_reference(cluster_catalog: Path, tmp_path: Path) -> None:
+    nats = Nats(tmp_path / "jetstream", "max_payload: 65536")  # 64 KiB messages instead of 1 MiB
+    w = worker(cluster_catalog, nats.url, tmp_path / "w.log", "--preload", TINY)
+    gateway = Gateway(cluster_catalog, nats.url, "--split-items", "1000", log=tmp_path / "gw.log")
+    try:
+        w.wait_ready()
+        gateway.wait_ready()
+        texts = [f"passage {i}: " + "the invoice is due at the end of the month " * 14 for i in range(400)]
+        big = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": t} for t in texts]},
+                         timeout=120)  # fmt: skip
+        assert big.status_code == 200, big.text
+        assert len(big.content) > 65536
+        items = big.json()["items"]
+        assert [i["id"] for i in items] == [f"item-{i}" for i in range(400)]
+        for k in (0, 199, 399):  # the same vectors as small requests that fit in a message
+            one = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": texts[k]}]}, timeout=60)
+            np.testing.assert_allclose(items[k]["dense"]["values"], one.json()["items"][0]["dense"]["values"],
+                                       atol=1e-5)  # fmt: skip
+        assert metric(gateway.url, "sie_gateway_payloads_by_reference_total", direction="request") == 1
+        assert metric(gateway.url, "sie_gateway_payloads_by_reference_total", direction="reply") == 1
+    finally:
+        gateway.stop()
+        w.stop()
+        nats.stop()
+
+
+def test_work_goes_to_the_worker_that_holds_the_model(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
+    holder = worker(cluster_catalog, nats.url, tmp_path / "holder.log", "--preload", TINY)
+    other = worker(cluster_catalog, nats.url, tmp_path / "other.log")
+    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")
+    try:
+        for proc in (holder, other, gateway):
+            proc.wait_ready()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # both heartbeats seen, and which one holds the model
+            info = httpx.get(f"{gateway.url}/v1/models/{TINY}").json()
+            if info["workers"] == 2 and info["loaded_on"] == 1:
+                break
+            time.sleep(0.2)
+        assert info["state"] == "loaded" and info["resident_bytes"] > 0
+        for i in range(16):
+            r = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": f"q{i}"}]}, timeout=60)
+            assert r.status_code == 200
+        assert metric(holder.url, "sie_batch_items_sum", model=TINY) == 16
+        assert metric(other.url, "sie_model_loads_total", model=TINY) == 0  # never loaded a second copy
+    finally:
+        gateway.stop()
+        holder.stop()
+        other.stop()
+
+
+def test_a_stream_arrives_in_parts_and_ends_with_an_error_if_its_worker_dies(
+    cluster_catalog: Path, nats: Nats, tmp_path: Path
+) -> None:
+    w = worker(cluster_catalog, nats.url, tmp_path / "w.log", "--preload", "test/endless")
+    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")
+    try:
+        w.wait_ready()
+        gateway.wait_ready()
+        body = {"prompt": "hello", "max_new_tokens": 400, "stream": True}
+        events = []
+        with httpx.stream("POST", f"{gateway.url}/v1/generate/test/endless", json=body, timeout=60) as response:
+            assert response.headers["content-type"].startswith("text/event-stream"), response.read()
+            for line in response.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                events.append(line[6:])
+                if len(events) == 3:  # parts arrive while the worker is still decoding
+                    w.proc.send_signal(signal.SIGKILL)
+        assert events[-1] == "[DONE]"
+        assert "detail" in json.loads(events[-2]), (len(events), events[-4:])
+        error = json.loads(events[-2])["detail"]
+        assert error["code"] == "INFERENCE_ERROR" and "stopped" in error["message"]
+        assert all("delta" in json.loads(e) or "text" in json.loads(e) for e in events[:3])
+    finally:
+        gateway.stop()
+        w.stop()
+
+
+def test_poison_work_goes_to_the_dead_letter_stream(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
+    first = worker(cluster_catalog, nats.url, tmp_path / "w1.log", "--max-deliver", "1").wait_ready()
+    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log").wait_ready()
+    second = None
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=120) as client:
+            import concurrent.futures
+
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                answer = pool.submit(client.post, "/v1/encode/test/crash", json={"items": [{"text": "poison"}]})
+                assert first.proc.wait(timeout=60) == 3  # the first delivery killed its worker
+                second = worker(cluster_catalog, nats.url, tmp_path / "w2.log", "--max-deliver", "1")
+                r = answer.result(timeout=120)
+        assert r.status_code == 500 and r.headers["x-sie-error-code"] == "INFERENCE_ERROR"
+        assert "dead-letter" in r.json()["detail"]["message"]
+        assert nats.stream("SIE_DEAD_LETTER")["messages"] == 1
+        ok = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]}, timeout=60)
+        assert ok.status_code == 200  # the surviving worker goes on serving
+    finally:
+        gateway.stop()
+        first.stop()
+        if second is not None:
+            second.stop()
