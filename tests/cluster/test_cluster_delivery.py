@@ -118,3 +118,22 @@ def test_poison_work_goes_to_the_dead_letter_stream(cluster_catalog: Path, nats:
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_caller_that_leaves_a_stream_stops_its_decoding(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
+    w = worker(cluster_catalog, nats.url, tmp_path / "w.log", "--preload", "test/endless")
+    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")
+    try:
+        w.wait_ready()
+        gateway.wait_ready()
+        body = {"prompt": "hello", "max_new_tokens": 400, "stream": True}
+        with httpx.stream("POST", f"{gateway.url}/v1/generate/test/endless", json=body, timeout=60) as response:
+            assert next(line for line in response.iter_lines() if line.startswith("data: "))  # decoding started
+        time.sleep(1.0)
+        steps = metric(w.url, "sie_batch_items_count", model="test/endless")
+        time.sleep(0.5)
+        assert metric(w.url, "sie_batch_items_count", model="test/endless") == steps  # nothing decodes any more
+        assert steps < 150  # far short of the 400 tokens asked for (20 ms a step)
+    finally:
+        gateway.stop()
+        w.stop()

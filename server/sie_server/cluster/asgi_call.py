@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from typing import Any
 class AppResponse:
     status: int
     headers: dict[str, str]
-    parts: AsyncIterator[bytes]  # the body, part by part as the app sends it
+    parts: AsyncGenerator[bytes, None]  # the body, part by part as the app sends it
 
     async def read(self) -> bytes:
         return b"".join([part async for part in self.parts])
@@ -57,7 +57,7 @@ async def call_app(app: Any, path: str, body: bytes, headers: dict[str, str]) ->
         raise RuntimeError(f"the app ended without a response ({start['type']})")
     response_headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in start.get("headers", [])}
 
-    async def parts() -> AsyncIterator[bytes]:
+    async def parts() -> AsyncGenerator[bytes, None]:
         try:
             while True:
                 message = await sent.get()

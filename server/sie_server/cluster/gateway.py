@@ -233,9 +233,11 @@ class Gateway:
         return Reply.unpack(msg.data)
 
     async def rest_of_stream(self, call: Call, first: Reply) -> AsyncIterator[bytes]:
-        """The parts of a streamed answer after ``first``, until the last; ends with an error
+        """The parts of a streamed answer after ``first``, until the last. Ends with an error
         event if the worker producing it stops heartbeating (its work is not redone: the
-        caller has already seen part of the answer)."""
+        caller has already seen part of the answer); tells the worker to stop if the caller
+        leaves first."""
+        finished = False
         try:
             while True:
                 try:
@@ -243,15 +245,19 @@ class Gateway:
                 except InferenceError:
                     if self.live(first.worker):
                         continue
-                    lost = {
-                        "detail": {"code": "INFERENCE_ERROR", "message": "the worker streaming this answer stopped"}
-                    }
+                    finished = True
+                    stopped = "the worker streaming this answer stopped"
+                    lost = {"detail": {"code": "INFERENCE_ERROR", "message": stopped}}
                     yield f"data: {json.dumps(lost)}\n\ndata: [DONE]\n\n".encode()
                     return
                 if reply.worker != first.worker:
                     continue  # a late duplicate from another worker
+                finished = not reply.more
                 yield reply.body
-                if not reply.more:
+                if finished:
                     return
         finally:
+            if not finished:
+                with contextlib.suppress(Exception):
+                    await self.nc.publish(streams.cancel_subject(call.reply_to), b"")
             await self.close(call)

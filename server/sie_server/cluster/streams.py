@@ -58,6 +58,11 @@ class Reply:
                    str(m.get("worker", "")), str(m.get("ref", "")))  # fmt: skip
 
 
+def cancel_subject(reply_to: str) -> str:
+    """Where a gateway says its caller left a streamed answer (outside the inbox's ``*`` wildcard)."""
+    return f"{reply_to}.cancel"
+
+
 def stream_name(pool: str, priority: str) -> str:
     return f"SIE_{pool}_{priority}".upper().replace("-", "_")
 

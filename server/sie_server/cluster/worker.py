@@ -168,13 +168,26 @@ class QueueWorker:
             await self._reply(reply_to, Reply(response.status, kept, await response.read(), worker=self.id))
             await msg.ack()
             return
+        left = asyncio.Event()
+
+        async def on_cancel(_: Any) -> None:
+            left.set()
+
+        cancel = await self.nc.subscribe(streams.cancel_subject(reply_to), cb=on_cancel)
         acked = False
-        async for part in response.parts:
-            await self._reply(reply_to, Reply(response.status, kept, part, more=True, worker=self.id))
-            if not acked:  # the caller has part of the answer now: redoing it elsewhere would repeat it
-                await msg.ack()
-                acked = True
-        await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id))
+        try:
+            async for part in response.parts:
+                if left.is_set():  # the caller left: stop generating (the app sees its client go)
+                    break
+                await self._reply(reply_to, Reply(response.status, kept, part, more=True, worker=self.id))
+                if not acked:  # the caller has part of the answer now: redoing it elsewhere would repeat it
+                    await msg.ack()
+                    acked = True
+            else:
+                await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id))
+        finally:
+            await response.parts.aclose()
+            await cancel.unsubscribe()
         if not acked:
             await msg.ack()
 
