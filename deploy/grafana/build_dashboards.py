@@ -395,6 +395,12 @@ def cluster_dashboard() -> Any:
             "s",
             *quantiles("sie_gateway_request_duration_seconds", "task", "", "{{task}}"),
         ),
+        timeseries(
+            "Bodies sent by reference",
+            "Requests and replies too large for one NATS message, sent through the object store.",
+            "short",
+            (f"sum by (direction) (rate(sie_gateway_payloads_by_reference_total[{RATE}]))", "{{direction}}"),
+        ),
     ]
     scaling = [
         timeseries(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import time
@@ -42,6 +43,16 @@ def test_bodies_past_the_message_limit_travel_by_reference(cluster_catalog: Path
         nats.stop()
 
 
+def wait_for_holder(gateway: Gateway, model: str) -> dict[str, object]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # both heartbeats seen, and which one holds the model
+        info: dict[str, object] = httpx.get(f"{gateway.url}/v1/models/{model}").json()
+        if info["workers"] == 2 and info["loaded_on"] == 1:
+            return info
+        time.sleep(0.2)
+    raise TimeoutError(f"the gateway never saw one of two workers holding {model}")
+
+
 def test_work_goes_to_the_worker_that_holds_the_model(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
     holder = worker(cluster_catalog, nats.url, tmp_path / "holder.log", "--preload", TINY)
     other = worker(cluster_catalog, nats.url, tmp_path / "other.log")
@@ -49,18 +60,44 @@ def test_work_goes_to_the_worker_that_holds_the_model(cluster_catalog: Path, nat
     try:
         for proc in (holder, other, gateway):
             proc.wait_ready()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # both heartbeats seen, and which one holds the model
-            info = httpx.get(f"{gateway.url}/v1/models/{TINY}").json()
-            if info["workers"] == 2 and info["loaded_on"] == 1:
-                break
-            time.sleep(0.2)
-        assert info["state"] == "loaded" and info["resident_bytes"] > 0
+        info = wait_for_holder(gateway, TINY)
+        assert info["state"] == "loaded" and info["resident_bytes"] > 0  # type: ignore[operator]
         for i in range(16):
             r = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": f"q{i}"}]}, timeout=60)
             assert r.status_code == 200
         assert metric(holder.url, "sie_batch_items_sum", model=TINY) == 16
         assert metric(other.url, "sie_model_loads_total", model=TINY) == 0  # never loaded a second copy
+    finally:
+        gateway.stop()
+        holder.stop()
+        other.stop()
+
+
+def test_work_sent_to_a_holder_that_dies_goes_to_another_worker(cluster_catalog: Path, nats: Nats, tmp_path: Path
+                                                               ) -> None:  # fmt: skip
+    holder = worker(cluster_catalog, nats.url, tmp_path / "holder.log", "--preload", "test/slow")
+    other = worker(cluster_catalog, nats.url, tmp_path / "other.log")
+    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")
+    try:
+        for proc in (holder, other, gateway):
+            proc.wait_ready()
+        wait_for_holder(gateway, "test/slow")
+
+        async def scenario() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=gateway.url, timeout=120) as client:
+                calls = []
+                for i in range(6):  # the later ones are sent to the holder after it died
+                    calls.append(asyncio.ensure_future(
+                        client.post("/v1/encode/test/slow", json={"items": [{"text": f"d{i}"}]})))  # fmt: skip
+                    await asyncio.sleep(0.1)
+                    if i == 2:
+                        holder.proc.send_signal(signal.SIGKILL)
+                return list(await asyncio.gather(*calls))
+
+        answers = asyncio.run(scenario())
+        assert [a.status_code for a in answers] == [200] * 6
+        assert len({a.json()["items"][0]["dense"]["values"][0] for a in answers}) == 6
+        assert metric(other.url, "sie_batch_items_sum", model="test/slow") >= 3
     finally:
         gateway.stop()
         holder.stop()

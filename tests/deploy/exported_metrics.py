@@ -37,6 +37,7 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_gateway_request_duration_seconds", HISTOGRAM, ("task",)),
     ("sie_gateway_pending_items", GAUGE, ("pool", "priority")),
     ("sie_gateway_workers", GAUGE, ("pool",)),
+    ("sie_gateway_payloads_by_reference_total", COUNTER, ("direction",)),
 ]
 
 GATEWAY_PREFIX = "sie_gateway_"

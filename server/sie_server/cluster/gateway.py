@@ -4,9 +4,10 @@ The HTTP side (the single server's API) is in ``cluster/gateway_routes.py``.
 
 Each request becomes work messages on its model's pool stream for its priority class;
 replies come back on the gateway's inbox. Bodies too large for one message go by
-reference through the payload object store. Messages name the live workers that already
-hold the model, so others leave the work to them for a moment. The gateway holds no
-model, and exports the pending work per stream as a metric to scale on.
+reference through the payload object store. When some live workers of the pool hold the
+model and others do not, the work goes to the least busy holder's own subject (and back
+to the shared one if that worker stops heartbeating before it answers). The gateway holds
+no model, and exports the pending work per stream as a metric to scale on.
 """
 
 from __future__ import annotations
@@ -73,9 +74,14 @@ class GatewayMetrics:
 
 @dataclass
 class Call:
-    """One work message in flight: its reply subject, the replies received, its stored body."""
+    """One work message in flight: what was published, the replies received, its stored body."""
 
     reply_to: str
+    pool: str
+    priority: str
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    target: str = ""  # the worker it was sent to, if it went to one worker
     replies: asyncio.Queue[Reply] = field(default_factory=asyncio.Queue)
     body_ref: str = ""
 
@@ -137,14 +143,18 @@ class Gateway:
     def live_workers(self, pool: str) -> int:
         return sum(1 for w, seen in self.workers.items() if seen.pool == pool and self.live(w))
 
-    def holders(self, pool: str, model_id: str) -> list[str]:
-        """Live workers of the pool that have the model loaded and room for more work."""
-        found = []
+    def holder(self, pool: str, model_id: str) -> str:
+        """The least busy live worker that holds the model, when some of the pool's workers do
+        not (so that work goes where no load is needed); "" to let any worker take it."""
+        holders, others = [], 0
         for worker, seen in self.workers.items():
-            loaded = seen.models.get(model_id, {}).get("state") == "loaded"
-            if seen.pool == pool and loaded and seen.inflight < BUSY_INFLIGHT and self.live(worker):
-                found.append(worker)
-        return sorted(found)
+            if seen.pool != pool or not self.live(worker):
+                continue
+            if seen.models.get(model_id, {}).get("state") == "loaded" and seen.inflight < BUSY_INFLIGHT:
+                holders.append((seen.inflight, worker))
+            else:
+                others += 1
+        return min(holders)[1] if holders and others else ""
 
     def reports(self, model_id: str) -> list[dict[str, Any]]:
         """What live workers say of a model, most useful first: loaded, then loading, then failed."""
@@ -169,37 +179,54 @@ class Gateway:
                    wait_for_model: bool = True) -> Call:  # fmt: skip
         """Publish one work message (a msgpack request body); replies arrive on the returned call."""
         token = uuid.uuid4().hex
-        call = Call(reply_to=f"{self.inbox}.{token}")
-        headers = {streams.REPLY_TO: call.reply_to, streams.PATH: path, streams.PRIORITY: priority,
-                   streams.MSG_ID: token}  # fmt: skip
+        call = Call(reply_to=f"{self.inbox}.{token}", pool=pool, priority=priority, target=self.holder(pool, model_id))
+        call.headers = {streams.REPLY_TO: call.reply_to, streams.PATH: path, streams.PRIORITY: priority}
         if not wait_for_model:
-            headers[streams.WAIT_FOR_MODEL] = "false"
-        prefer = self.holders(pool, model_id)
-        if prefer and len(prefer) < self.live_workers(pool):
-            headers[streams.PREFER] = ",".join(prefer)
+            call.headers[streams.WAIT_FOR_MODEL] = "false"
+        call.body = body
         if not streams.fits(self.nc, len(body)):
             call.body_ref = f"request-{token}"
             await streams.put_payload(self.nc, self.store, call.body_ref, body)
-            headers[streams.BODY_REF], body = call.body_ref, b""
+            call.headers[streams.BODY_REF], call.body = call.body_ref, b""
             self.metrics.by_reference.labels("request").inc()
         self.calls[call.reply_to] = call
+        try:
+            await self._publish(call, token)
+        except BaseException:
+            await self.close(call)
+            raise
+        return call
+
+    async def _publish(self, call: Call, msg_id: str) -> None:
+        headers = {**call.headers, streams.MSG_ID: msg_id}  # a retried publish is stored once
+        where = streams.subject(call.pool, call.priority, call.target or None)
         for attempt in range(PUBLISH_TRIES):
             try:
-                await self.js.publish(streams.subject(pool, priority), body, headers=headers)
-                return call
+                await self.js.publish(where, call.body, headers=headers)
+                return
             except Exception as exc:  # a publish ack that did not come back in time, a reconnect
-                log.warning("publish to %s failed (attempt %d): %r", pool, attempt + 1, exc)
+                log.warning("publish to %s failed (attempt %d): %r", where, attempt + 1, exc)
                 await asyncio.sleep(0.2 * (attempt + 1))
-        await self.close(call)
         raise QueueFull("the work queue did not take the request; retry shortly", retry_after=2)
 
     async def receive(self, call: Call, timeout_s: float | None = None) -> Reply:
-        """The call's next reply, with a by-reference body fetched (and removed from the store)."""
+        """The call's next reply, with a by-reference body fetched (and removed from the store).
+        Work sent to one worker that stops heartbeating first goes back to the shared subject."""
         wait = self.settings.timeout_s if timeout_s is None else timeout_s
-        try:
-            reply = await asyncio.wait_for(call.replies.get(), wait)
-        except TimeoutError:
-            raise InferenceError(f"no worker answered within {wait:.0f}s; retry later", status=504) from None
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise InferenceError(f"no worker answered within {wait:.0f}s; retry later", status=504)
+            try:
+                reply = await asyncio.wait_for(call.replies.get(), min(left, 1.0))
+                call.target = ""  # a worker is answering: nothing to send elsewhere any more
+                break
+            except TimeoutError:
+                if call.target and not self.live(call.target):
+                    log.warning("worker %s went away holding work; sending it to the pool", call.target)
+                    call.target = ""
+                    await self._publish(call, uuid.uuid4().hex)
         if reply.ref:
             reply.body = (await self.store.get(reply.ref)).data
             with contextlib.suppress(Exception):

@@ -1,13 +1,17 @@
 """The wire between gateway and workers: stream layout, reply messages, payloads by reference.
 
-One work-queue stream per pool and priority class with one durable pull consumer; replies
-travel on the gateway's inbox as msgpack maps. A body too large for one NATS message is put
-in the ``SIE_PAYLOADS`` object store and the message carries its name instead.
+One work-queue stream per pool and priority class. Work any worker may take goes on
+``sie.work.<pool>.<priority>.any`` (the shared durable pull consumer ``workers``); work for
+one worker that holds its model goes on ``sie.work.<pool>.<priority>.w.<worker>`` (that
+worker's own consumer). Replies travel on the gateway's inbox as msgpack maps. A body too
+large for one NATS message is put in the ``SIE_PAYLOADS`` object store and the message
+carries its name instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +27,8 @@ DEAD_LETTER_SUBJECT = "sie.dead.{pool}"
 PAYLOAD_BUCKET = "SIE_PAYLOADS"
 PAYLOAD_TTL_S = 3600.0  # objects nobody deleted (a gateway died mid-call) expire
 HEADER_ROOM = 8 * 1024  # kept free in a message for headers and the reply envelope
+WORK_MAX_AGE_S = 3600.0  # work nobody took in an hour (its caller gave up long ago) is dropped
+OWN_CONSUMER_IDLE_S = 300.0  # a dead worker's own consumer goes away after this long
 
 # work message headers
 REPLY_TO = "Sie-Reply-To"
@@ -30,7 +36,6 @@ PATH = "Sie-Path"
 PRIORITY = "Sie-Priority"
 BODY_REF = "Sie-Body-Ref"  # the request body is this object in PAYLOAD_BUCKET
 WAIT_FOR_MODEL = "Sie-Wait-For-Model"  # "false": answer MODEL_LOADING instead of retrying later
-PREFER = "Sie-Prefer"  # comma-separated ids of live workers that hold the model
 MSG_ID = "Nats-Msg-Id"  # JetStream drops a re-published duplicate with the same id
 
 
@@ -67,8 +72,14 @@ def stream_name(pool: str, priority: str) -> str:
     return f"SIE_{pool}_{priority}".upper().replace("-", "_")
 
 
-def subject(pool: str, priority: str) -> str:
-    return f"sie.work.{pool}.{priority}"
+def subject(pool: str, priority: str, worker: str | None = None) -> str:
+    """Where work goes: for any worker of the pool, or for one worker."""
+    return f"sie.work.{pool}.{priority}." + (f"w.{worker}" if worker else "any")
+
+
+def worker_id(name: str) -> str:
+    """A name usable as one subject token and a consumer name."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
 def fits(nc: Any, size: int) -> bool:
@@ -96,25 +107,39 @@ async def put_payload(nc: Any, store: Any, name: str, data: bytes) -> None:
 
 
 async def ensure_streams(js: Any, pool: str, *, ack_wait_s: float) -> None:
-    """Create (or keep) the pool's streams and consumers; safe to call from every process."""
-    from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
+    """Create (or keep) the pool's streams and shared consumers; safe to call from every process."""
+    from nats.js.api import RetentionPolicy, StreamConfig
     from nats.js.errors import BadRequestError
 
     for priority in PRIORITIES:
         name = stream_name(pool, priority)
-        config = StreamConfig(name=name, subjects=[subject(pool, priority)], retention=RetentionPolicy.WORK_QUEUE,
+        config = StreamConfig(name=name, subjects=[f"sie.work.{pool}.{priority}.>"],
+                              retention=RetentionPolicy.WORK_QUEUE, max_age=WORK_MAX_AGE_S,
                               duplicate_window=120.0)  # fmt: skip
         try:
             await js.add_stream(config)
         except BadRequestError:
             await js.update_stream(config)
-        consumer = ConsumerConfig(
-            durable_name=CONSUMER,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=ack_wait_s,
-            max_deliver=-1,
-            max_ack_pending=4096,
-        )
-        # deliveries are unlimited here: the worker answers the caller itself after too many
         with contextlib.suppress(BadRequestError):
-            await js.add_consumer(name, consumer)
+            await js.add_consumer(name, _consumer(CONSUMER, subject(pool, priority), ack_wait_s))
+
+
+async def ensure_own_consumers(js: Any, pool: str, worker: str, *, ack_wait_s: float) -> str:
+    """A worker's own consumer on each of the pool's streams (removed by the server once idle)."""
+    from nats.js.errors import BadRequestError
+
+    durable = f"w-{worker}"
+    for priority in PRIORITIES:
+        config = _consumer(durable, subject(pool, priority, worker), ack_wait_s)
+        config.inactive_threshold = OWN_CONSUMER_IDLE_S
+        with contextlib.suppress(BadRequestError):
+            await js.add_consumer(stream_name(pool, priority), config)
+    return durable
+
+
+def _consumer(durable: str, filter_subject: str, ack_wait_s: float) -> Any:
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    # deliveries are unlimited here: the worker answers the caller itself after too many
+    return ConsumerConfig(durable_name=durable, filter_subject=filter_subject, ack_policy=AckPolicy.EXPLICIT,
+                          ack_wait=ack_wait_s, max_deliver=-1, max_ack_pending=4096)  # fmt: skip

@@ -3,10 +3,10 @@
 Each message is one HTTP request (a whole request, or a slice of an encode/extract
 request's items). The worker runs it through its own app in-process — same validation,
 same engine, same answers — so items from every message it holds are batched together by
-its scheduler. One pull loop per priority class; batch-class work never takes more than
-half the worker's room, so interactive work always gets in. A message that names other
-live workers as holding its model is nak'ed with a delay so they take it without a load
-(at most ``DEFERRALS`` times, then whoever fetches it serves it). A worker that has to
+its scheduler. It pulls from the pool's shared consumer and from its own (work the gateway
+sent to it because it holds the model), one loop per consumer and priority class;
+batch-class work never takes more than half the worker's room and is not fetched while
+interactive work may be queued, so interactive work always gets in first. A worker that has to
 load the model keeps the message in progress while it loads (a nak per retry would count
 as a delivery, and a slow load would dead-letter its requests). The worker acks after the
 reply is published (a streamed answer: after its first part), and after ``max_deliver``
@@ -34,8 +34,6 @@ from sie_server.memory.pool import ModelState
 
 log = logging.getLogger(__name__)
 FORWARDED = ("x-sie-error-code", "retry-after", "content-type")
-DEFERRALS = 2  # times a message is left for the workers that hold its model
-DEFER_S = 0.25
 FETCH_WAIT_S = 1.0
 
 
@@ -56,7 +54,7 @@ class QueueWorker:
         self.max_inflight = max_inflight
         self.ack_wait_s = ack_wait_s
         self.max_deliver = max_deliver
-        self.id = f"{socket.gethostname()}-{os.getpid()}"
+        self.id = streams.worker_id(f"{socket.gethostname()}-{os.getpid()}")
         self._inflight: dict[str, set[asyncio.Task[None]]] = {p: set() for p in PRIORITIES}
         self._freed = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -64,6 +62,7 @@ class QueueWorker:
         self.js: Any = None
         self.store: Any = None
         self._last_beat: dict[str, str] = {}
+        self._interactive_backlog = False
 
     async def run(self) -> None:
         import nats
@@ -74,15 +73,18 @@ class QueueWorker:
         self.store = await streams.payload_store(self.js)
         with contextlib.suppress(Exception):
             await self.js.add_stream(name=streams.DEAD_LETTER_STREAM, subjects=["sie.dead.>"])
-        subs = {}
+        own = await streams.ensure_own_consumers(self.js, self.pool, self.id, ack_wait_s=self.ack_wait_s)
+        subs = []
         for p in PRIORITIES:
             name = streams.stream_name(self.pool, p)
-            subs[p] = await self.js.pull_subscribe(streams.subject(self.pool, p), streams.CONSUMER, stream=name)
+            for durable, worker in ((own, self.id), (streams.CONSUMER, None)):
+                where = streams.subject(self.pool, p, worker)
+                subs.append((p, await self.js.pull_subscribe(where, durable, stream=name)))
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
         await self.nc.subscribe(streams.CONTROL_SUBJECT.format(pool=self.pool), cb=self._on_control)
         log.info("worker %s pulling pool %s from %s", self.id, self.pool, self.nats_url)
         try:
-            await asyncio.gather(*(self._pull(p, sub) for p, sub in subs.items()))
+            await asyncio.gather(*(self._pull(p, sub) for p, sub in subs))
         finally:
             heartbeat.cancel()
             running = [t for tasks in self._inflight.values() for t in tasks]
@@ -99,9 +101,12 @@ class QueueWorker:
         return sum(len(tasks) for tasks in self._inflight.values())
 
     def room(self, priority: str) -> int:
-        """Messages this class may fetch now: batch-class work keeps half the room free."""
+        """Messages this class may fetch now: batch-class work keeps half the room free, and
+        waits while interactive work may still be queued (its last fetch came back full)."""
         room = self.max_inflight - self.inflight
         if priority != PRIORITIES[0]:
+            if self._interactive_backlog:
+                return 0
             room = min(room, self.max_inflight // 2 - len(self._inflight[priority]))
         return room
 
@@ -116,11 +121,13 @@ class QueueWorker:
             try:
                 got = await sub.fetch(batch=room, timeout=FETCH_WAIT_S)
             except TimeoutError:  # nothing waiting (nats raises asyncio's and its own TimeoutError)
-                continue
+                got = []
             except Exception as exc:  # a reconnect in progress: keep pulling once it is back
                 log.warning("worker %s: fetching %s work failed: %r", self.id, priority, exc)
                 await asyncio.sleep(1.0)
                 continue
+            if priority == PRIORITIES[0]:
+                self._interactive_backlog = len(got) >= room
             for msg in got:
                 task = asyncio.get_running_loop().create_task(self._handle(msg))
                 self._inflight[priority].add(task)
@@ -138,11 +145,7 @@ class QueueWorker:
     async def _handle(self, msg: Any) -> None:
         headers = msg.headers or {}
         delivered = msg.metadata.num_delivered
-        prefer = [w for w in headers.get(streams.PREFER, "").split(",") if w]
-        if prefer and self.id not in prefer and delivered <= DEFERRALS:
-            await msg.nak(delay=DEFER_S)  # the workers that hold the model take it without loading it
-            return
-        if delivered > self.max_deliver + (DEFERRALS if prefer else 0):
+        if delivered > self.max_deliver:
             await self._dead_letter(msg, delivered)
             return
         keepalive = asyncio.get_running_loop().create_task(self._keep_alive(msg))
