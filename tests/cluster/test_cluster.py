@@ -147,3 +147,19 @@ def test_bearer_tokens(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> Non
         assert httpx.get(f"{gateway.url}/healthz").status_code == 200  # probes need no token
     finally:
         gateway.stop()
+
+
+def test_a_queue_that_does_not_take_work_is_503_not_504(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
+    w = worker(cluster_catalog, nats.url, tmp_path / "w.log").wait_ready()
+    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log").wait_ready()
+    try:
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{gateway.url}/v1/models/{TINY}").json()["workers"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        nats.stop()  # JetStream is gone: publishes get no acknowledgement
+        r = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]}, timeout=60)
+        assert r.status_code == 503 and r.headers["x-sie-error-code"] == "QUEUE_FULL"
+        assert "did not take the request" in r.json()["detail"]["message"] and r.headers["retry-after"] == "2"
+    finally:
+        gateway.stop()
+        w.stop()

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 SPLIT_TASKS = ("encode", "extract")
 WORKER_TTL_S = 6.0
 PUBLISH_TRIES = 3
+PUBLISH_TIMEOUT_S = 2.0  # per try; a retry carries the same message id, so JetStream keeps one copy
 BUSY_INFLIGHT = 192  # a holder with this much work in hand is not preferred
 
 
@@ -202,7 +203,7 @@ class Gateway:
         where = streams.subject(call.pool, call.priority, call.target or None)
         for attempt in range(PUBLISH_TRIES):
             try:
-                await self.js.publish(where, call.body, headers=headers)
+                await self.js.publish(where, call.body, headers=headers, timeout=PUBLISH_TIMEOUT_S)
                 return
             except Exception as exc:  # a publish ack that did not come back in time, a reconnect
                 log.warning("publish to %s failed (attempt %d): %r", where, attempt + 1, exc)
