@@ -6,12 +6,15 @@ import asyncio
 import json
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
 import numpy as np
 
-from tests.helpers.cluster import Gateway, Nats, worker
+from tests.helpers.cluster import Gateway, Nats, running, worker
+from tests.helpers.server import ServerProcess
 from tests.server.test_engine_server import metric
 
 TINY = "test/tiny-embedder"
@@ -108,69 +111,49 @@ def test_a_stream_arrives_in_parts_and_ends_with_an_error_if_its_worker_dies(
     cluster_catalog: Path, nats: Nats, tmp_path: Path
 ) -> None:
     w = worker(cluster_catalog, nats.url, tmp_path / "w.log", "--preload", "test/endless")
-    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")
-    try:
-        w.wait_ready()
-        gateway.wait_ready()
-        body = {"prompt": "hello", "max_new_tokens": 400, "stream": True}
+    with running(w, Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")) as (_, gateway):
         events = []
-        with httpx.stream("POST", f"{gateway.url}/v1/generate/test/endless", json=body, timeout=60) as response:
+        with stream_endless(gateway) as response:
             assert response.headers["content-type"].startswith("text/event-stream"), response.read()
             for line in response.iter_lines():
-                if not line.startswith("data: "):
-                    continue
-                events.append(line[6:])
+                if line.startswith("data: "):
+                    events.append(line[6:])
                 if len(events) == 3:  # parts arrive while the worker is still decoding
                     w.proc.send_signal(signal.SIGKILL)
+        assert all("text" in json.loads(e) for e in events[:3])
         assert events[-1] == "[DONE]"
-        assert "detail" in json.loads(events[-2]), (len(events), events[-4:])
-        error = json.loads(events[-2])["detail"]
-        assert error["code"] == "INFERENCE_ERROR" and "stopped" in error["message"]
-        assert all("delta" in json.loads(e) or "text" in json.loads(e) for e in events[:3])
-    finally:
-        gateway.stop()
-        w.stop()
-
-
-def test_poison_work_goes_to_the_dead_letter_stream(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
-    first = worker(cluster_catalog, nats.url, tmp_path / "w1.log", "--max-deliver", "1").wait_ready()
-    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log").wait_ready()
-    second = None
-    try:
-        with httpx.Client(base_url=gateway.url, timeout=120) as client:
-            import concurrent.futures
-
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                answer = pool.submit(client.post, "/v1/encode/test/crash", json={"items": [{"text": "poison"}]})
-                assert first.proc.wait(timeout=60) == 3  # the first delivery killed its worker
-                second = worker(cluster_catalog, nats.url, tmp_path / "w2.log", "--max-deliver", "1")
-                r = answer.result(timeout=120)
-        assert r.status_code == 500 and r.headers["x-sie-error-code"] == "INFERENCE_ERROR"
-        assert "dead-letter" in r.json()["detail"]["message"]
-        assert nats.stream("SIE_DEAD_LETTER")["messages"] == 1
-        ok = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]}, timeout=60)
-        assert ok.status_code == 200  # the surviving worker goes on serving
-    finally:
-        gateway.stop()
-        first.stop()
-        if second is not None:
-            second.stop()
+        error = json.loads(events[-2]).get("detail", {})
+        assert error.get("code") == "INFERENCE_ERROR" and "stopped" in error["message"], events[-4:]
 
 
 def test_a_caller_that_leaves_a_stream_stops_its_decoding(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
     w = worker(cluster_catalog, nats.url, tmp_path / "w.log", "--preload", "test/endless")
-    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")
-    try:
-        w.wait_ready()
-        gateway.wait_ready()
-        body = {"prompt": "hello", "max_new_tokens": 400, "stream": True}
-        with httpx.stream("POST", f"{gateway.url}/v1/generate/test/endless", json=body, timeout=60) as response:
+    with running(w, Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")) as (_, gateway):
+        with stream_endless(gateway) as response:
             assert next(line for line in response.iter_lines() if line.startswith("data: "))  # decoding started
         time.sleep(1.0)
         steps = metric(w.url, "sie_batch_items_count", model="test/endless")
         time.sleep(0.5)
         assert metric(w.url, "sie_batch_items_count", model="test/endless") == steps  # nothing decodes any more
         assert steps < 150  # far short of the 400 tokens asked for (20 ms a step)
-    finally:
-        gateway.stop()
-        w.stop()
+
+
+def stream_endless(gateway: ServerProcess) -> AbstractContextManager[httpx.Response]:
+    body = {"prompt": "hello", "max_new_tokens": 400, "stream": True}
+    return httpx.stream("POST", f"{gateway.url}/v1/generate/test/endless", json=body, timeout=60)
+
+
+def test_poison_work_goes_to_the_dead_letter_stream(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
+    first = worker(cluster_catalog, nats.url, tmp_path / "w1.log", "--max-deliver", "1")
+    gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")
+    with running(first, gateway), ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(httpx.post, f"{gateway.url}/v1/encode/test/crash",
+                             json={"items": [{"text": "poison"}]}, timeout=120)  # fmt: skip
+        assert first.proc.wait(timeout=60) == 3  # the first delivery killed its worker
+        with running(worker(cluster_catalog, nats.url, tmp_path / "w2.log", "--max-deliver", "1")):
+            r = answer.result(timeout=120)
+            assert r.status_code == 500 and r.headers["x-sie-error-code"] == "INFERENCE_ERROR"
+            assert "dead-letter" in r.json()["detail"]["message"]
+            assert nats.stream("SIE_DEAD_LETTER")["messages"] == 1
+            ok = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]}, timeout=60)
+            assert ok.status_code == 200  # the surviving worker goes on serving

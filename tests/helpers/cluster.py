@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -75,3 +77,15 @@ def worker(catalog: Path, nats_url: str, log: Path, *args: str, env: dict[str, s
     """A queue worker with one thread and a short ack wait (so redelivery tests run quickly)."""
     return ServerProcess(catalog, "--offline", "--threads", "1", "--queue", nats_url, "--ack-wait-s", "2", *args,
                          env=env, log=log)  # fmt: skip
+
+
+@contextmanager
+def running(*procs: ServerProcess) -> Iterator[tuple[ServerProcess, ...]]:
+    """Wait until every process is ready; stop them all afterwards, whatever happened."""
+    try:
+        for proc in procs:
+            proc.wait_ready()
+        yield procs
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
