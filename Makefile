@@ -54,11 +54,11 @@ lint: install-dev
 ## tests that talk to the shared server again, unchanged, against a gateway + queue worker
 test: install-dev compat-venv lint
 	$(BIN)/pytest $(PYTEST_ARGS)
-	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat
+	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 ## make test-gateway: only the second half of `make test`
 test-gateway: install-dev compat-venv
-	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat
+	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 clean:
 	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache

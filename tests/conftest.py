@@ -87,10 +87,11 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     return folder
 
 
-# SIE_TEST_TARGET=gateway runs every test that talks to the shared server against a gateway
+# SIE_TEST_TARGET=gateway runs every test that talks to the shared server (the HTTP API, SDK, published
+# SDK and ecosystem adapter suites) against a gateway
 # in front of one queue worker (a real nats-server on loopback) instead: the same tests, unchanged.
 TARGET = os.environ.get("SIE_TEST_TARGET", "server")
-SHARED_SERVER_SUITES = ("tests/server", "tests/sdk", "tests/compat")
+SHARED_SERVER_SUITES = ("tests/server", "tests/sdk", "tests/compat", "tests/integrations")
 # reads the serving process's own /metrics (decode batching inside one engine); a gateway exports
 # its own metrics, and tests/cluster checks batching on the workers' metrics instead
 PROCESS_INTERNALS = ("test_concurrent_requests_are_decoded_together",)
