@@ -93,6 +93,7 @@ class WorkerSeen:
     seen: float
     models: dict[str, dict[str, Any]]  # model id -> its /v1/models entry on that worker
     inflight: int
+    stopping: bool = False  # draining: takes no new work of its own
 
 
 class Gateway:
@@ -135,7 +136,8 @@ class Gateway:
     async def _on_heartbeat(self, msg: Any) -> None:
         beat = json.loads(msg.data)
         models = beat.get("models", {})
-        self.workers[beat["worker"]] = WorkerSeen(beat["pool"], time.monotonic(), models, int(beat.get("inflight", 0)))
+        self.workers[beat["worker"]] = WorkerSeen(beat["pool"], time.monotonic(), models, int(beat.get("inflight", 0)),
+                                                  bool(beat.get("stopping", False)))  # fmt: skip
 
     def live(self, worker: str) -> bool:
         seen = self.workers.get(worker)
@@ -151,7 +153,8 @@ class Gateway:
         for worker, seen in self.workers.items():
             if seen.pool != pool or not self.live(worker):
                 continue
-            if seen.models.get(model_id, {}).get("state") == "loaded" and seen.inflight < BUSY_INFLIGHT:
+            loaded = seen.models.get(model_id, {}).get("state") == "loaded"
+            if loaded and seen.inflight < BUSY_INFLIGHT and not seen.stopping:
                 holders.append((seen.inflight, worker))
             else:
                 others += 1
@@ -224,8 +227,8 @@ class Gateway:
                 call.target = ""  # a worker is answering: nothing to send elsewhere any more
                 break
             except TimeoutError:
-                if call.target and not self.live(call.target):
-                    log.warning("worker %s went away holding work; sending it to the pool", call.target)
+                if call.target and not (self.live(call.target) and not self.workers[call.target].stopping):
+                    log.warning("worker %s went away before taking work; sending it to the pool", call.target)
                     call.target = ""
                     await self._publish(call, uuid.uuid4().hex)
         if reply.ref:

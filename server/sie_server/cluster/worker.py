@@ -95,6 +95,8 @@ class QueueWorker:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self.nc is not None:  # gateways stop sending work to this worker's own subject at once
+            asyncio.get_running_loop().create_task(self._beat())
 
     @property
     def inflight(self) -> int:
@@ -233,7 +235,8 @@ class QueueWorker:
         if only_if_changed and summary == self._last_beat:
             return
         self._last_beat = summary
-        beat = {"worker": self.id, "pool": self.pool, "models": models, "inflight": self.inflight}
+        stopping = self._stopping.is_set() or bool(state.draining)
+        beat = {"worker": self.id, "pool": self.pool, "models": models, "inflight": self.inflight, "stopping": stopping}
         with contextlib.suppress(Exception):
             await self.nc.publish(streams.HEARTBEAT_SUBJECT.format(pool=self.pool), json.dumps(beat).encode())
 
