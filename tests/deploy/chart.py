@@ -102,6 +102,11 @@ def render(chart_dir: Path, values: dict[str, Any], release: str = RELEASE, name
     return Rendered(docs, notes)
 
 
+def fullname(release: str = RELEASE) -> str:
+    """The chart's fullname for a release (the objects' name prefix)."""
+    return release if "sie" in release else f"{release}-sie"
+
+
 def container(deployment: dict[str, Any]) -> dict[str, Any]:
     containers = deployment["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
