@@ -22,6 +22,7 @@ def cluster_catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[
         folder, {**tiny_embedder("test/crash", tiny_models["embedder"]), "adapter": f"{FAULTS}:CrashingEmbedding"}
     )
     write_config(folder, {**tiny_llm("test/endless", tiny_models["llm"]), "adapter": f"{FAULTS}:EndlessSlowLM"})
+    write_config(folder, {**tiny_embedder("test/slow-load", tiny_models["embedder"]), "adapter": f"{FAULTS}:SlowLoad"})
     return folder
 
 

@@ -157,3 +157,12 @@ def test_poison_work_goes_to_the_dead_letter_stream(cluster_catalog: Path, nats:
             assert nats.stream("SIE_DEAD_LETTER")["messages"] == 1
             ok = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]}, timeout=60)
             assert ok.status_code == 200  # the surviving worker goes on serving
+
+
+def test_a_slow_load_does_not_use_up_deliveries(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
+    w = worker(cluster_catalog, nats.url, tmp_path / "w.log", "--max-deliver", "1")
+    with running(w, Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")) as (_, gateway):
+        # a 3 s load with one delivery allowed: the worker holds the work while it loads
+        r = httpx.post(f"{gateway.url}/v1/encode/test/slow-load", json={"items": [{"text": "x"}]}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert nats.stream("SIE_DEAD_LETTER").get("messages", 0) == 0

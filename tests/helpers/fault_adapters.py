@@ -15,6 +15,7 @@ from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
 from sie_server.adapters.embedding import EmbeddingAdapter
 
 SLOW_BATCH_S = 0.25
+SLOW_LOAD_S = 3.0
 
 
 class SlowEmbedding(EmbeddingAdapter):
@@ -51,3 +52,11 @@ class CrashingEmbedding(EmbeddingAdapter):
 
     def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
         os._exit(3)
+
+
+class SlowLoad(EmbeddingAdapter):
+    """Takes SLOW_LOAD_S to load, like a large model."""
+
+    def load(self, weights: Path) -> None:
+        time.sleep(SLOW_LOAD_S)
+        super().load(weights)
