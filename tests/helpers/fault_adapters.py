@@ -48,7 +48,7 @@ class EndlessSlowLM(CausalLMAdapter):
 
 
 class CrashingEmbedding(EmbeddingAdapter):
-    """Kills its whole process the moment it is asked to run a batch (a poison request)."""
+    """Kills its whole process the first time it runs a batch: the warm-up of its load (a poison model)."""
 
     def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
         os._exit(3)
