@@ -14,10 +14,9 @@ import sys
 
 import chromadb
 from chromadb.config import Settings
-from rag_data import EMBEDDER, PASSAGES, QUESTION, RERANKER, skipped
+from rag_data import EMBEDDER, PASSAGES, QUESTION, rerank_best
 
 import sie_chroma  # registers the "sie" embedding function
-from sie_sdk import APIError, SIEClient
 
 
 def main() -> None:
@@ -40,15 +39,8 @@ def main() -> None:
     candidates = found["documents"][0] if found["documents"] else []
     print("retrieved:", [text[:40] for text in candidates])
 
-    # 2. rerank with the SDK's score call
-    try:
-        with SIEClient() as sie:
-            ranked = sie.score(RERANKER, QUESTION, [{"id": str(i), "text": t} for i, t in enumerate(candidates)])
-        best = candidates[int(ranked["scores"][0]["item_id"])]
-    except APIError as error:
-        skipped("rerank", RERANKER, error)
-        best = candidates[0]
-    print("best     :", best)
+    # 2. rerank with the SDK's score call (rag_data.rerank_best)
+    print("best     :", rerank_best(candidates))
 
 
 if __name__ == "__main__":

@@ -29,3 +29,17 @@ def prompt(context: list[str], question: str = QUESTION) -> str:
 
 def skipped(step: str, model: str, error: Exception) -> None:
     print(f"{step}: skipped, {model} is not available on this server ({type(error).__name__}: {error})")
+
+
+def rerank_best(candidates: list[str], question: str = QUESTION) -> str:
+    """The candidate the reranker puts first, through the SDK's score call (the first one if the
+    reranker is not on this server)."""
+    from sie_sdk import APIError, SIEClient
+
+    try:
+        with SIEClient() as sie:
+            ranked = sie.score(RERANKER, question, [{"id": str(i), "text": t} for i, t in enumerate(candidates)])
+        return candidates[int(ranked["scores"][0]["item_id"])]
+    except APIError as error:
+        skipped("rerank", RERANKER, error)
+        return candidates[0]

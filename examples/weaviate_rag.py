@@ -14,10 +14,9 @@ import os
 from urllib.parse import urlparse
 
 import weaviate
-from rag_data import EMBEDDER, PASSAGES, QUESTION, RERANKER, skipped
+from rag_data import EMBEDDER, PASSAGES, QUESTION, rerank_best
 from weaviate.classes.config import DataType, Property
 
-from sie_sdk import APIError, SIEClient
 from sie_weaviate import SIEVectorizer
 
 
@@ -45,15 +44,8 @@ def main() -> None:
         candidates = [str(hit.properties["text"]) for hit in hits.objects]
         print("retrieved:", [(str(hit.properties["text"])[:40], hit.metadata.distance) for hit in hits.objects])
 
-    # 2. rerank with the SDK's score call
-    try:
-        with SIEClient() as sie:
-            ranked = sie.score(RERANKER, QUESTION, [{"id": str(i), "text": t} for i, t in enumerate(candidates)])
-        best = candidates[int(ranked["scores"][0]["item_id"])]
-    except APIError as error:
-        skipped("rerank", RERANKER, error)
-        best = candidates[0]
-    print("best     :", best)
+    # 2. rerank with the SDK's score call (rag_data.rerank_best)
+    print("best     :", rerank_best(candidates))
 
 
 if __name__ == "__main__":
