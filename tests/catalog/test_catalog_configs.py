@@ -31,10 +31,15 @@ def load(path: Path) -> ModelConfig:
 
 
 def pointed_at(config: ModelConfig, folder: Path) -> ModelConfig:
-    """The same config with its weights in ``folder`` (and no remote code: the tiny model has none)."""
+    """The same config with its weights in ``folder`` (and no remote code: the tiny model has none).
+    The tiny model is safetensors, so a llamacpp profile runs it on transformers (tests/server/test_llamacpp.py
+    covers llama.cpp with the packaged GGUF)."""
     data = config.model_dump(mode="json", exclude_none=True)
     data["source"] = {"path": str(folder)}
     data["architecture"].pop("trust_remote_code", None)
+    for profile in data["profiles"].values():
+        if profile.get("backend") == "llamacpp":
+            profile["backend"] = "transformers"
     return ModelConfig.model_validate(data)
 
 

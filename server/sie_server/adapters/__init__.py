@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+from sie_server.adapters.backends import effective_backend
 from sie_server.adapters.base import Adapter, Tokens
 from sie_server.catalog.schema import ModelConfig, Profile
 
@@ -21,8 +22,11 @@ _FAMILIES: dict[str, tuple[str, str]] = {
 
 def create_adapter(config: ModelConfig, profile: Profile, device: str) -> Adapter:
     """An adapter of the config's family, or of a custom class named ``package.module:Class``."""
-    if config.adapter == "causal_lm" and profile.backend == "sglang":
+    backend = effective_backend(config, profile) if config.adapter == "causal_lm" else "transformers"
+    if backend == "sglang":
         module, name = "sie_server.adapters.sglang", "SglangAdapter"
+    elif backend == "llamacpp":
+        module, name = "sie_server.adapters.llamacpp", "LlamaCppAdapter"
     elif config.adapter in _FAMILIES:
         module, name = _FAMILIES[config.adapter]
     else:

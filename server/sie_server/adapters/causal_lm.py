@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.generator import Detokenizer, Generator, WindowDetokenizer
 from sie_server.adapters.transformers_base import DTYPES
 
 
@@ -39,13 +40,11 @@ def _left_pad(tensor: torch.Tensor, length: int, dim: int, value: float = 0) -> 
     return torch.cat([torch.full(shape, value, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
 
 
-class CausalLMAdapter(Adapter):
+class CausalLMAdapter(Adapter, Generator):
     operations = frozenset({"generate"})
 
     model: Any = None
     tokenizer: Any = None
-    eos_ids: frozenset[int] = frozenset()
-    context_length: int = 0
     _cache_kwarg: str = "past_key_values"
     _last_logits_only: bool = False
 
@@ -108,6 +107,9 @@ class CausalLMAdapter(Adapter):
     def decode_text(self, ids: list[int]) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
+    def detokenizer(self) -> Detokenizer:
+        return WindowDetokenizer(self.decode_text)
+
     # ----- running ----------------------------------------------------------------------------
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> Any:
         extra: dict[str, Any] = {self._cache_kwarg: cache}
@@ -149,8 +151,7 @@ class CausalLMAdapter(Adapter):
         logits: torch.Tensor = out.logits[:, -1, :].float()
         return logits
 
-    @staticmethod
-    def merge(first: DecodeBatch | None, second: DecodeBatch) -> DecodeBatch:
+    def merge(self, first: DecodeBatch | None, second: DecodeBatch) -> DecodeBatch:
         """One batch of both, left-padded to the longer cache."""
         if first is None:
             return second
@@ -165,8 +166,7 @@ class CausalLMAdapter(Adapter):
         mask = torch.cat([_left_pad(first.mask, length, 1), _left_pad(second.mask, length, 1)], dim=0)
         return DecodeBatch(DynamicCache(layers), mask)
 
-    @staticmethod
-    def keep(batch: DecodeBatch, rows: list[int]) -> DecodeBatch | None:
+    def keep(self, batch: DecodeBatch, rows: list[int]) -> DecodeBatch | None:
         """The batch without the finished rows (None when none is left), trimmed of padding
         columns that no remaining row attends to."""
         if not rows:

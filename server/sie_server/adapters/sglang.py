@@ -22,6 +22,7 @@ from sie_server.memory.estimate import activation_reserve, weights_bytes
 class SglangAdapter(CausalLMAdapter):
     engine: Any = None
     streams_natively = True
+    backend = "sglang"
 
     def load(self, weights: Path) -> None:
         import sglang

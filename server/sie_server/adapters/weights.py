@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from sie_server.catalog.schema import ModelConfig
+from sie_server.catalog.schema import ModelConfig, Profile
 from sie_server.errors import ModelLoadFailed
 
 log = logging.getLogger(__name__)
@@ -83,8 +83,66 @@ def how_to_get(config: ModelConfig) -> str:
     return "not installed and not in the Hugging Face cache; get it with " + " or ".join(steps)
 
 
-def resolve(config: ModelConfig, offline: bool) -> WeightsLocation:
-    """The weights' folder, downloading from the hub only when that is allowed."""
+def gguf_offline(config: ModelConfig) -> WeightsLocation | None:
+    """The folder holding ``source.gguf_file`` on this machine (path, package, then the HF cache), or None."""
+    src = config.source
+    if not src.gguf_file:
+        return None
+    if src.path:
+        path = Path(src.path).expanduser()
+        return WeightsLocation(path, "path") if (path / src.gguf_file).is_file() else None
+    if src.package:
+        folder = _package_dir(src.package, src.package_subdir)
+        if folder is not None and (folder / src.gguf_file).is_file():
+            return WeightsLocation(folder, f"package:{src.package}")
+    if src.gguf_hf:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            file = hf_hub_download(src.gguf_hf, src.gguf_file, revision=src.gguf_revision, local_files_only=True)
+        except (LocalEntryNotFoundError, OSError, ValueError):
+            return None
+        return WeightsLocation(Path(file).parent, "hf-cache")
+    return None
+
+
+def resolve_gguf(config: ModelConfig, offline: bool) -> WeightsLocation:
+    """The folder holding the GGUF file as it is (for llama.cpp), downloading it only when allowed."""
+    found = gguf_offline(config)
+    if found is not None:
+        return found
+    src = config.source
+    if src.path:  # an explicit folder: the adapter names the missing file
+        return WeightsLocation(Path(src.path).expanduser(), "path")
+    if src.gguf_hf and src.gguf_file and not offline and not src.path:
+        from huggingface_hub import hf_hub_download
+
+        log.info("downloading %s from %s@%s", src.gguf_file, src.gguf_hf, src.gguf_revision)
+        try:
+            file = hf_hub_download(src.gguf_hf, src.gguf_file, revision=src.gguf_revision)
+        except Exception as exc:  # the hub client raises many kinds; all mean "could not fetch"
+            raise ModelLoadFailed(
+                f"model {config.id}: downloading {src.gguf_file} from {src.gguf_hf} failed "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
+        return WeightsLocation(Path(file).parent, "hub")
+    where = "offline" if offline else "locally"
+    raise ModelLoadFailed(
+        f"model {config.id}: the GGUF file {src.gguf_file} is not available {where}: {how_to_get(config)}"
+    )
+
+
+def resolve(config: ModelConfig, offline: bool, profile: Profile | None = None) -> WeightsLocation:
+    """The weights' folder, downloading from the hub only when that is allowed.
+
+    With a profile that runs on llama.cpp (see ``adapters.backends``), the folder of the GGUF file as it is.
+    """
+    if profile is not None:
+        from sie_server.adapters.backends import effective_backend
+
+        if effective_backend(config, profile) == "llamacpp":
+            return resolve_gguf(config, offline)
     found = locate_offline(config)
     if found is not None and found.source.startswith("package:") and config.source.gguf_file:
         from sie_server.adapters.gguf import converted_folder

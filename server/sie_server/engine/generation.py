@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +19,9 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
+from sie_server.adapters.generator import Detokenizer, Generator
 from sie_server.catalog.schema import ModelConfig
-from sie_server.errors import InferenceError, InvalidInput, SIEError
+from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics
 
@@ -34,6 +35,11 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+
+    @property
+    def hold_back(self) -> int:
+        """Characters a stream keeps back while they could still be the start of a stop string."""
+        return max((len(s) for s in self.stop), default=1) - 1
 
 
 @dataclass(eq=False)
@@ -49,6 +55,8 @@ class Sequence:
     generator: torch.Generator | None = None
     error: SIEError | None = None
     completion_tokens: int | None = None  # when the backend counts them itself (SGLang)
+    detokenizer: Detokenizer | None = None
+    queued_at: float = field(default_factory=time.monotonic)
 
     @property
     def budget_tokens(self) -> int:
@@ -58,32 +66,66 @@ class Sequence:
     def position(self) -> int:
         return len(self.prompt_ids) + len(self.generated) - 1
 
+    def append(self, piece: str) -> None:
+        """Add decoded text, cut it at the first stop string, and queue what is safe to send."""
+        if piece:
+            searched_from = max(0, len(self.text) - self.params.hold_back)
+            self.text += piece
+            found = [at for stop in self.params.stop if (at := self.text.find(stop, searched_from)) >= 0]
+            if found:
+                self.text, self.finish_reason = self.text[: min(found)], "stop"
+        stable = len(self.text) if self.finish_reason else len(self.text) - self.params.hold_back
+        if stable > self.emitted:
+            self.deltas.put_nowait(self.text[self.emitted : stable])
+            self.emitted = stable
 
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
-    if params.temperature <= 0:
-        return int(torch.argmax(logits))
-    probs = torch.softmax(logits / params.temperature, dim=-1)
-    if params.top_p < 1.0:
-        ordered, order = torch.sort(probs, descending=True)
-        keep = ordered.cumsum(-1) - ordered < params.top_p
-        probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
-    return int(torch.multinomial(probs, 1, generator=generator))
+
+def sample(logits: torch.Tensor, rows: list[Sequence]) -> list[int]:
+    """The next token of every row at once: argmax for greedy rows; temperature and top-p applied
+    to all sampled rows together, then one draw per row (a seeded row draws from its own generator,
+    so its output does not depend on what else is in the batch)."""
+    chosen = torch.argmax(logits, dim=-1)
+    sampled = [i for i, s in enumerate(rows) if s.params.temperature > 0]
+    if sampled:
+        index = torch.tensor(sampled)
+        temperature = torch.tensor([rows[i].params.temperature for i in sampled], dtype=logits.dtype)
+        probs = torch.softmax(logits[index] / temperature.unsqueeze(1), dim=-1)
+        top_p = torch.tensor([rows[i].params.top_p for i in sampled], dtype=probs.dtype)
+        if bool((top_p < 1.0).any()):
+            ordered, order = torch.sort(probs, dim=-1, descending=True)
+            drop = ordered.cumsum(-1) - ordered >= top_p.unsqueeze(1)
+            probs = probs.scatter(-1, order, ordered.masked_fill(drop, 0.0))
+        free = [k for k, i in enumerate(sampled) if rows[i].generator is None]
+        if free:
+            chosen[index[free]] = torch.multinomial(probs[free], 1).squeeze(1)
+        for k, i in enumerate(sampled):
+            if rows[i].generator is not None:
+                chosen[i] = torch.multinomial(probs[k], 1, generator=rows[i].generator)[0]
+    return [int(t) for t in chosen.tolist()]
 
 
 class DecodeLoop:
     """The sequences of one model and the task that steps them."""
 
     def __init__(
-        self, config: ModelConfig, pool: ModelPool, executor: ThreadPoolExecutor, budget: int, metrics: Metrics
+        self,
+        config: ModelConfig,
+        pool: ModelPool,
+        executor: ThreadPoolExecutor,
+        budget: int,
+        metrics: Metrics,
+        *,
+        wait_s: float,
     ):
         self.metrics = metrics
         self.config = config
         self.pool = pool
         self.executor = executor
         self.budget = budget
+        self.wait_s = wait_s
         self.waiting: deque[Sequence] = deque()
         self.active: list[Sequence] = []
-        self.batch: DecodeBatch | None = None
+        self.batch: Any = None
         self.task: asyncio.Task[None] | None = None
         self.steps = 0
 
@@ -98,12 +140,14 @@ class DecodeLoop:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        adapter: Generator | None = None
         try:
             while self.waiting or self.active:
-                adapter = await self.pool.acquire(self.config, wait=True, timeout_s=300)
-                assert isinstance(adapter, CausalLMAdapter)
+                acquired = await self.pool.acquire(self.config, wait=True, timeout_s=300)
+                assert isinstance(acquired, Generator)
+                adapter = acquired
                 self._drop_cancelled()
-                joining = self._admit()
+                joining = self._admit(adapter)
                 if joining:
                     joined, logits = await loop.run_in_executor(
                         self.executor, adapter.prefill, [s.prompt_ids for s in joining]
@@ -119,6 +163,7 @@ class DecodeLoop:
                     self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
                     self._advance(adapter, self.active, logits)
                 self._retire(adapter)
+                self._expire_waiting()
                 if not self.active and self.waiting and not self._admit_possible():
                     raise InvalidInput("a request needs more tokens than the model's batch budget")
         except SIEError as exc:
@@ -127,41 +172,59 @@ class DecodeLoop:
             log.exception("decode loop of %s failed", self.config.id)
             self._fail_all(InferenceError(f"model {self.config.id} failed while generating ({type(exc).__name__})"))
         finally:
+            if self.batch is not None and adapter is not None:
+                adapter.discard(self.batch)
             self.batch = None
 
     def _admit_possible(self) -> bool:
         return bool(self.waiting) and self.waiting[0].budget_tokens <= self.budget
 
-    def _admit(self) -> list[Sequence]:
+    def _admit(self, adapter: Generator) -> list[Sequence]:
+        """Waiting sequences that fit beside the running ones (tokens and rows), oldest first."""
         used = sum(s.budget_tokens for s in self.active)
+        rows = adapter.max_rows if adapter.max_rows is not None else len(self.waiting) + len(self.active)
         joining: list[Sequence] = []
-        while self.waiting and used + self.waiting[0].budget_tokens <= self.budget:
+        while (
+            self.waiting
+            and used + self.waiting[0].budget_tokens <= self.budget
+            and len(self.active) + len(joining) < rows
+        ):
             seq = self.waiting.popleft()
             used += seq.budget_tokens
+            seq.detokenizer = adapter.detokenizer()
             joining.append(seq)
         return joining
 
-    def _advance(self, adapter: CausalLMAdapter, rows: list[Sequence], logits: torch.Tensor) -> None:
-        for i, seq in enumerate(rows):
-            token = sample(logits[i], seq.params, seq.generator)
-            seq.generated.append(token)
+    def _expire_waiting(self) -> None:
+        """Sequences that found no room in the running batch (its KV cache) within the wait limit."""
+        deadline = time.monotonic() - self.wait_s
+        while self.waiting and self.active and self.waiting[0].queued_at < deadline:
+            seq = self.waiting.popleft()
+            seq.error = ResourceExhausted(
+                f"model {self.config.id}: no room in its KV cache ({self.budget} tokens, held by "
+                f"{len(self.active)} running sequences) for {self.wait_s:.0f}s; retry shortly",
+                retry_after=1.0,
+            )
+            seq.deltas.put_nowait(None)
+
+    def _advance(self, adapter: Generator, rows: list[Sequence], logits: torch.Tensor) -> None:
+        for seq, token in zip(rows, sample(logits, rows), strict=True):
+            assert seq.detokenizer is not None
             if token in adapter.eos_ids:
                 seq.finish_reason = "stop"
-                seq.generated.pop()
-            text = adapter.decode_text(seq.generated)
-            for stop in seq.params.stop:
-                at = text.find(stop)
-                if at >= 0:
-                    text, seq.finish_reason = text[:at], "stop"
-            if seq.finish_reason is None and len(seq.generated) >= seq.params.max_new_tokens:
-                seq.finish_reason = "length"
-            seq.text = text
-            stable = len(text) if seq.finish_reason else len(text.rstrip("\ufffd"))
-            if stable > seq.emitted:
-                seq.deltas.put_nowait(text[seq.emitted : stable])
-                seq.emitted = stable
+                seq.append(seq.detokenizer.flush())
+                continue
+            seq.generated.append(token)
+            piece = seq.detokenizer.add(token)
+            if len(seq.generated) >= seq.params.max_new_tokens:
+                piece += seq.detokenizer.flush()
+                seq.append(piece)
+                seq.finish_reason = seq.finish_reason or "length"
+                seq.append("")
+            else:
+                seq.append(piece)
 
-    def _retire(self, adapter: CausalLMAdapter) -> None:
+    def _retire(self, adapter: Generator) -> None:
         keep = [i for i, s in enumerate(self.active) if s.finish_reason is None and not s.cancelled]
         for seq in self.active:
             if seq.finish_reason is not None or seq.cancelled:
@@ -202,9 +265,9 @@ class GenerationService:
         messages: list[dict[str, str]] | None,
         params: SamplingParams,
         wait_for_load: bool,
-    ) -> tuple[Sequence, CausalLMAdapter]:
+    ) -> tuple[Sequence, Generator]:
         adapter = await self.pool.acquire(model, wait=wait_for_load, timeout_s=self.load_timeout_s)
-        if not isinstance(adapter, CausalLMAdapter):
+        if not isinstance(adapter, Generator):
             raise InvalidInput(f"model {model.id} does not support generate")
         ids = await asyncio.to_thread(adapter.prompt_ids, prompt, messages)
         if not ids:
@@ -230,7 +293,9 @@ class GenerationService:
             seq.generator = torch.Generator().manual_seed(params.seed)
         loop = self.loops.get(model.id)
         if loop is None:
-            loop = self.loops[model.id] = DecodeLoop(model, self.pool, self.executor, budget, self.pool.metrics)
+            loop = self.loops[model.id] = DecodeLoop(
+                model, self.pool, self.executor, budget, self.pool.metrics, wait_s=self.load_timeout_s
+            )
         loop.add(seq)
         return seq, adapter
 

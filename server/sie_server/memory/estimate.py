@@ -77,3 +77,30 @@ def activation_reserve(folder: Path, max_batch_tokens: int, max_sequence_length:
     heads = int(config.get("num_attention_heads") or 12)
     per_token = 6 * hidden + 2 * ffn + heads * min(max_sequence_length, max_batch_tokens)
     return int(max_batch_tokens * per_token * DTYPE_BYTES[dtype])
+
+
+def gguf_estimate(path: Path, kv_tokens: int) -> tuple[int, int]:
+    """(weights bytes, KV cache bytes for ``kv_tokens``) of a GGUF model that llama.cpp will run,
+    from the file size and the header's shape fields."""
+    from gguf import GGUFReader
+
+    from sie_server.adapters.llamacpp import kv_cache_bytes
+
+    if not path.is_file():  # the adapter's load names the missing file
+        return 0, 0
+    weights = path.stat().st_size
+    try:
+        fields = GGUFReader(path).fields
+        arch = str(fields["general.architecture"].contents())
+
+        def number(key: str, default: int) -> int:
+            field = fields.get(f"{arch}.{key}")
+            return int(field.contents()) if field is not None else default
+
+        layers = number("block_count", 0)
+        embd = number("embedding_length", 0)
+        heads = number("attention.head_count", 1)
+        kv_heads = number("attention.head_count_kv", heads)
+    except (KeyError, ValueError, OSError):  # unreadable header: llama.cpp's own load will say why
+        return weights, 0
+    return weights, kv_cache_bytes(kv_tokens, layers, embd, heads, kv_heads)

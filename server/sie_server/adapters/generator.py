@@ -1,0 +1,108 @@
+"""The contract between the decode loop (engine/generation.py) and a model that generates text.
+
+The loop owns the batch and the sampling; a generator only renders prompts, runs the model on
+a batch (prefill, one-token decode steps), and turns tokens back into text. Two implementations:
+transformers (``causal_lm``, a KV cache in torch tensors) and llama.cpp (``llamacpp``, one
+context whose KV cache holds every sequence under its own id).
+"""
+
+from __future__ import annotations
+
+import codecs
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class Detokenizer(ABC):
+    """Turns one sequence's generated tokens into text, a piece at a time, never re-decoding the whole."""
+
+    @abstractmethod
+    def add(self, token: int) -> str:
+        """The new text this token completes (empty while a character is still incomplete)."""
+
+    @abstractmethod
+    def flush(self) -> str:
+        """Whatever is held back, at the end of the sequence."""
+
+
+class WindowDetokenizer(Detokenizer):
+    """For tokenizers that only decode id lists (transformers): decode a short window of recent ids
+    and emit what the newest ids add to it (the way TGI and vLLM stream), so a step costs the same
+    however long the answer already is."""
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self._decode = decode
+        self._ids: list[int] = []
+        self._prefix = 0  # start of the window that is decoded again for context
+        self._read = 0  # ids before this have been emitted
+
+    def add(self, token: int) -> str:
+        self._ids.append(token)
+        return self._advance(final=False)
+
+    def flush(self) -> str:
+        return self._advance(final=True)
+
+    def _advance(self, *, final: bool) -> str:
+        before = self._decode(self._ids[self._prefix : self._read])
+        now = self._decode(self._ids[self._prefix :])
+        if len(now) <= len(before) or (now.endswith("\ufffd") and not final):
+            return ""
+        self._prefix, self._read = self._read, len(self._ids)
+        return now[len(before) :]
+
+
+class ByteDetokenizer(Detokenizer):
+    """For tokenizers that give each token's bytes (llama.cpp): UTF-8 decoded incrementally."""
+
+    def __init__(self, piece: Callable[[int], bytes]):
+        self._piece = piece
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def add(self, token: int) -> str:
+        return str(self._utf8.decode(self._piece(token)))
+
+    def flush(self) -> str:
+        return str(self._utf8.decode(b"", final=True))
+
+
+class Generator(ABC):
+    """What the decode loop needs from a loaded causal LM. ``Batch`` is the implementation's own
+    handle on the running rows (a KV cache and mask, or a list of sequence ids)."""
+
+    #: token ids that end a sequence
+    eos_ids: frozenset[int] = frozenset()
+    #: tokens one sequence may hold (prompt + generated)
+    context_length: int = 0
+    #: sequences one batch may hold (None: only the token budget limits it)
+    max_rows: int | None = None
+
+    @abstractmethod
+    def prompt_ids(self, prompt: str | None, messages: list[dict[str, str]] | None) -> list[int]:
+        """A raw prompt, or chat messages rendered with the model's chat template, as token ids."""
+
+    @abstractmethod
+    def detokenizer(self) -> Detokenizer:
+        """A fresh detokenizer for one sequence."""
+
+    @abstractmethod
+    def prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
+        """Run the prompts together; the new batch and each row's next-token logits (rows x vocab)."""
+
+    @abstractmethod
+    def decode(self, batch: Any, tokens: list[int], positions: list[int]) -> torch.Tensor:
+        """One step: each row's last token at its position in; next-token logits out."""
+
+    @abstractmethod
+    def merge(self, first: Any | None, second: Any) -> Any:
+        """One batch holding the rows of both (``first`` rows first)."""
+
+    @abstractmethod
+    def keep(self, batch: Any, rows: list[int]) -> Any | None:
+        """The batch with only ``rows`` (in that order), freeing the others; None when none is left."""
+
+    def discard(self, batch: Any) -> None:  # noqa: B027 - torch batches are freed by the garbage collector
+        """Free every row of a batch that is abandoned (the loop failed or stopped)."""
