@@ -91,6 +91,7 @@ def first_token_ms(url: str, model: str, count: int) -> list[float]:
 def serve_and_measure(catalog: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
     server = ServerProcess(catalog, "--offline", "--threads", str(args.threads)).wait_ready(timeout_s=600)
     try:
+        idle_rss = proc_status_kib(server.proc.pid, "VmRSS") * 1024  # the server before the model is loaded
         started = time.perf_counter()
         first = httpx.post(f"{server.url}/v1/generate/{model}", json=body(PROMPTS[2], 8), timeout=600)
         first.raise_for_status()
@@ -116,6 +117,7 @@ def serve_and_measure(catalog: Path, model: str, args: argparse.Namespace) -> di
             "many": many_tokens / many_s,
             "ttft": ttft,
             "rss": rss,
+            "model_rss": rss - idle_rss,
             "other_cores": meter.cores(meter.other_cpu_s),
         }
     finally:
@@ -182,10 +184,12 @@ def main() -> None:
         f"over {len(ttft)} sequential streamed requests"
     )
     print(
-        f"memory: llama.cpp server VmRSS {server['rss'] / mib:.0f} MiB (weights {server['resident'] / mib:.1f} MiB, "
-        f"charge with KV {server['charge'] / mib:.1f} MiB); torch float32 server VmRSS {torch_side['rss'] / mib:.0f} "
-        f"MiB (weights {torch_side['resident'] / mib:.1f} MiB, charge {torch_side['charge'] / mib:.1f} MiB) -> "
-        f"ratio {server['rss'] / torch_side['rss']:.2f}x RSS"
+        f"memory: llama.cpp server VmRSS {server['rss'] / mib:.0f} MiB, of which the model (RSS over the idle "
+        f"server) {server['model_rss'] / mib:.0f} MiB (weights {server['resident'] / mib:.1f} MiB, charge with KV "
+        f"{server['charge'] / mib:.1f} MiB); torch float32 server VmRSS {torch_side['rss'] / mib:.0f} MiB, model "
+        f"{torch_side['model_rss'] / mib:.0f} MiB (weights {torch_side['resident'] / mib:.1f} MiB, charge "
+        f"{torch_side['charge'] / mib:.1f} MiB) -> ratio {server['model_rss'] / torch_side['model_rss']:.2f}x for "
+        f"the model, {server['rss'] / torch_side['rss']:.2f}x for the whole process"
     )
     print(
         f"torch path for comparison: 1 stream {torch_side['single']:.1f} tokens/s, {args.streams} streams "

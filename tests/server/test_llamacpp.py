@@ -19,6 +19,7 @@ from tests.helpers.server import ServerProcess
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TIGHT = "test/smollm-tight"  # 256-token KV budget: a few sequences fill it
 ENDLESS = "test/smollm-endless"  # never stops by itself, 20 ms a step
+HUB_MODEL, HUB_REVISION = "test/smollm-gguf-repo", "1" * 40
 PARIS = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
 
@@ -68,8 +69,20 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
     write_config(catalog, broken("test/gguf-missing", files, "absent.gguf"))
     write_config(catalog, broken("test/gguf-truncated", files, "truncated.gguf"))
     write_config(catalog, broken("test/gguf-not-gguf", files, "notes.gguf"))
+    hub_cache = tmp_path_factory.mktemp("hf-hub-cache")  # a hub GGUF repo as the HF cache keeps a download
+    snapshot = hub_cache / "models--someone--SmolLM2-GGUF" / "snapshots" / HUB_REVISION
+    snapshot.mkdir(parents=True)
+    (snapshot / GGUF).symlink_to(packaged_gguf())
+    from_hub = variant(HUB_MODEL)
+    from_hub["source"] = {"gguf_hf": "someone/SmolLM2-GGUF", "gguf_revision": HUB_REVISION, "gguf_file": GGUF}
+    write_config(catalog, from_hub)
     logs = tmp_path_factory.mktemp("llamacpp-logs")
-    proc = ServerProcess(catalog, "--offline", "--threads", "2", "--preload", SMOLLM, log=logs / "server.log")
+    proc = ServerProcess(
+        catalog,
+        *("--offline", "--threads", "2", "--preload", SMOLLM),
+        env={"HF_HUB_CACHE": str(hub_cache)},
+        log=logs / "server.log",
+    )
     try:
         yield proc.wait_ready(timeout_s=300)
     finally:
@@ -109,6 +122,13 @@ def test_packaged_smollm2_answers_paris_on_llamacpp(llama_server: ServerProcess)
     assert 50 * 2**20 < info["resident_bytes"] < 120 * 2**20
     kv = 8192 + 512  # tokens of the KV cache: the profile's budget plus one prefill chunk
     assert info["charge_bytes"] - info["resident_bytes"] == kv * 30 * 2 * 3 * 64 * 2  # layers, k+v, kv heads, dim
+
+
+def test_a_gguf_from_a_hub_repo_is_found_by_file_name_in_the_hf_cache(llama_server: ServerProcess) -> None:
+    r = post(llama_server.url, {"messages": PARIS, "max_new_tokens": 10, "temperature": 0}, model=HUB_MODEL)
+    assert r.status_code == 200 and "Paris" in r.json()["text"]
+    info = httpx.get(f"{llama_server.url}/v1/models/{HUB_MODEL}").json()
+    assert info["weights_source"] == "hf-cache" and info["backend"] == "llamacpp"
 
 
 def test_stream_joins_to_the_whole_answer_and_ends_with_usage(llama_server: ServerProcess) -> None:

@@ -168,7 +168,8 @@ def resolve(config: ModelConfig, offline: bool, profile: Profile | None = None) 
 
 def describe(config: ModelConfig) -> tuple[str, bool]:
     """(source it would load from, whether that works offline) for listings. Never downloads."""
-    found = locate_offline(config)
+    found = locate_offline(config) or gguf_offline(config)
     if found is not None:
         return found.source, True
-    return ("hub" if config.source.hf and not config.source.path else "missing"), False
+    src = config.source
+    return ("hub" if (src.hf or src.gguf_hf) and not src.path else "missing"), False

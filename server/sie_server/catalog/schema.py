@@ -30,6 +30,10 @@ SCORE_MODES = {
 }
 
 
+#: precisions a CPU profile may allow, tried in the profile's order (see sie_server.adapters.precision)
+CpuPrecision = Literal["int8", "bf16", "fp32"]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -42,16 +46,26 @@ class Source(Strict):
     package: str | None = Field(default=None, description="import name of a package that carries the weights")
     package_subdir: str = "model"
     gguf_file: str | None = Field(
-        default=None, description="a GGUF file in the package folder, converted once to a cached safetensors folder"
+        default=None,
+        description=(
+            "a GGUF file in the package folder (or, with hf, in that hub repo): read as it is by the llamacpp "
+            "backend, converted once to a cached safetensors folder for transformers"
+        ),
     )
+    gguf_hf: str | None = Field(
+        default=None, description="a hub repo that holds gguf_file (for the llamacpp backend when no package has it)"
+    )
+    gguf_revision: str | None = None
     path: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Source:
-        if not (self.hf or self.package or self.path):
-            raise ValueError("source needs at least one of: hf, package, path")
+        if not (self.hf or self.package or self.path or self.gguf_hf):
+            raise ValueError("source needs at least one of: hf, package, path, gguf_hf")
         if self.hf and not (self.revision and _SHA.match(self.revision)):
             raise ValueError(f"source.hf {self.hf!r} needs a pinned revision (a 40-hex commit sha)")
+        if self.gguf_hf and not (self.gguf_file and self.gguf_revision and _SHA.match(self.gguf_revision)):
+            raise ValueError(f"source.gguf_hf {self.gguf_hf!r} needs gguf_file and a pinned gguf_revision (40-hex)")
         return self
 
 
@@ -130,14 +144,32 @@ class Profile(Strict):
     )
     min_batch_tokens: int = Field(default=512, ge=1, description="below this many padded tokens padding is not limited")
     attn: Literal["sdpa", "eager"] = "sdpa"
-    backend: Literal["transformers", "sglang"] = Field(
-        default="transformers", description="causal LMs on CUDA may run on SGLang inside the memory budget"
+    backend: Literal["transformers", "sglang", "llamacpp"] = Field(
+        default="transformers",
+        description=(
+            "causal LMs: sglang on CUDA inside the memory budget; llamacpp runs the GGUF file (source.gguf_file) "
+            "as it is on CPU, falling back to transformers when the llamacpp extra is not installed"
+        ),
     )
     activation_reserve_bytes: int | None = Field(
         default=None,
         ge=0,
         description="bytes held for one full batch; estimated from the model config if unset",
     )
+    cpu_precision: list[CpuPrecision] = Field(
+        default_factory=lambda: list[CpuPrecision](["fp32"]),
+        min_length=1,
+        description="cpu profile: precisions to try in order; the first this CPU supports that passes the "
+        "quality gate runs (fp32 is always the last resort)",
+    )
+
+    @model_validator(mode="after")
+    def _check_precision(self) -> Profile:
+        if len(set(self.cpu_precision)) != len(self.cpu_precision):
+            raise ValueError(f"cpu_precision lists a precision twice: {self.cpu_precision}")
+        if self.cpu_precision != ["fp32"] and self.dtype != "float32":
+            raise ValueError("cpu_precision is gated against float32: a profile that sets it keeps dtype: float32")
+        return self
 
 
 class Architecture(Strict):
@@ -165,10 +197,18 @@ class ModelConfig(Strict):
     def _check(self) -> ModelConfig:
         if "cpu" not in self.profiles:
             raise ValueError("profiles needs a 'cpu' entry (the fallback for every device)")
-        if self.profiles["cpu"].backend != "transformers":
-            raise ValueError("the cpu profile runs on transformers; sglang is for cuda profiles")
-        if any(p.backend == "sglang" for p in self.profiles.values()) and self.adapter != "causal_lm":
-            raise ValueError("backend: sglang serves causal_lm models only")
+        if self.profiles["cpu"].backend == "sglang":
+            raise ValueError("the cpu profile runs on transformers or llamacpp; sglang is for cuda profiles")
+        for backend in ("sglang", "llamacpp"):
+            used = any(p.backend == backend for p in self.profiles.values())
+            if used and self.adapter in FAMILIES and self.adapter != "causal_lm":  # custom classes may subclass
+                raise ValueError(f"backend: {backend} serves causal_lm models only")
+        if any(p.backend == "llamacpp" for p in self.profiles.values()) and not self.source.gguf_file:
+            raise ValueError("backend: llamacpp reads a GGUF file: set source.gguf_file")
+        if any(p.cpu_precision != ["fp32"] for kind, p in self.profiles.items() if kind != "cpu"):
+            raise ValueError("cpu_precision belongs to the cpu profile; a cuda profile sets dtype")
+        if self.profiles["cpu"].cpu_precision != ["fp32"] and self.adapter in FAMILIES and self.adapter != "embedding":
+            raise ValueError(f"cpu_precision other than [fp32] is gated for embedding models only, not {self.adapter}")
         declared = set(self.tasks.names())
         if not declared:
             raise ValueError("tasks must declare at least one of: encode, score, extract, generate")

@@ -84,7 +84,10 @@ def sample(logits: torch.Tensor, rows: list[Sequence]) -> list[int]:
     """The next token of every row at once: argmax for greedy rows; temperature and top-p applied
     to all sampled rows together, then one draw per row (a seeded row draws from its own generator,
     so its output does not depend on what else is in the batch)."""
-    chosen = torch.argmax(logits, dim=-1)
+    if logits.device.type == "cpu":  # numpy's argmax: no wake-up of torch's thread pool beside llama.cpp's
+        chosen = torch.from_numpy(logits.numpy().argmax(-1))
+    else:
+        chosen = torch.argmax(logits, dim=-1)
     sampled = [i for i, s in enumerate(rows) if s.params.temperature > 0]
     if sampled:
         index = torch.tensor(sampled)
