@@ -62,7 +62,9 @@ def through_server(requests: int, threads: int, wire: str) -> tuple[float, list[
         catalog.mkdir()
         copy_real(catalog, MINILM)
         log = Path(folder) / "server.log"
-        server = ServerProcess(catalog, "--offline", "--threads", str(threads), log=log).wait_ready()
+        # float32 like the in-process baseline (bf16 vs fp32: benchmarks.precision)
+        server = ServerProcess(catalog, "--offline", "--threads", str(threads), "--cpu-precision", "fp32", log=log)
+        server.wait_ready()
         try:
             with SIEClient(server.url, wire=wire, timeout=300) as client:
                 t0 = time.perf_counter()

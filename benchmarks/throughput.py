@@ -163,6 +163,7 @@ def measure_all(args: argparse.Namespace, texts: list[str], warmup: list[str], m
         copy_real(catalog, MINILM)
         max_items = max(len(texts), 8192)
         server_args = ["--offline", "--threads", str(args.threads), "--max-items-per-request", str(max_items)]
+        server_args += ["--cpu-precision", "fp32"]  # like for like with the float32 baseline (benchmarks.precision)
         server = ServerProcess(catalog, *server_args, log=Path(folder) / "server.log").wait_ready()
         try:
             with SIEClient(server.url, wire=args.wire, timeout=600) as client:

@@ -115,6 +115,9 @@ def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     logs = tmp_path_factory.mktemp("server-logs")
     limits = ["--max-text-bytes", str(MAX_TEXT_BYTES), "--max-body-bytes", str(MAX_BODY_BYTES),
               "--max-items-per-request", str(MAX_ITEMS)]  # fmt: skip
+    # float32 for every model: the shared server's MiniLM must equal sentence-transformers within 1e-5
+    # and batched vectors equal single ones within 1e-6; the catalog's bf16 is tested in test_precision.py
+    limits += ["--cpu-precision", "fp32"]
     env = {"HF_HOME": str(logs / "empty-hf-home")}
     if TARGET == "gateway":
         yield from _gateway(catalog_dir, logs, limits, env)

@@ -8,7 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast, get_args
 
+from sie_server.catalog.schema import CpuPrecision
 from sie_server.settings import REPO_CATALOG, Settings, default_threads
 
 
@@ -26,6 +28,15 @@ def _float(value: str | None) -> float | None:
 
 def _ids(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _precisions(value: str | None) -> list[CpuPrecision] | None:
+    names = _ids(value)
+    known = get_args(CpuPrecision)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"--cpu-precision: unknown {', '.join(unknown)}; use a list of {', '.join(known)}")
+    return [cast(CpuPrecision, n) for n in names] or None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=int(_env("THREADS", str(default_threads())) or 1),
         help="torch threads (default: all cores) [SIE_THREADS]",
+    )
+    serve.add_argument(
+        "--cpu-precision",
+        default=_env("CPU_PRECISION", ""),
+        help="comma-separated precisions every cpu model may try, in order (int8, bf16, fp32), instead of its "
+        "profile's cpu_precision; each must pass the quality gate, fp32 is the last resort [SIE_CPU_PRECISION]",
     )
     serve.add_argument("--load-timeout-s", type=float, default=float(_env("LOAD_TIMEOUT_S", "300") or 300))
     serve.add_argument("--max-queued-items", type=int, default=int(_env("MAX_QUEUED_ITEMS", "65536") or 0))
@@ -112,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     models_sub = models.add_subparsers(dest="models_command", required=True)
     listing = models_sub.add_parser("list", help="print the catalog with each model's weights source")
     _add_catalog_args(listing)
+    listing.add_argument(
+        "--url",
+        default=_env("URL"),
+        help="a running server: show each model's state and the precision it runs in, and why [SIE_URL]",
+    )
     return parser
 
 
@@ -155,6 +177,7 @@ def serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         memory_budget=args.memory_budget,
         pin=_ids(args.pin),
+        cpu_precision=_precisions(args.cpu_precision),
         idle_evict_s=args.idle_evict_s,
         batch_share=args.batch_share,
         batch_max_tokens=args.batch_max_tokens,
@@ -208,18 +231,53 @@ def run_gateway(args: argparse.Namespace) -> int:
     return 0
 
 
+def _served(url: str) -> dict[str, Any]:
+    """A running server's ``GET /v1/models`` answer."""
+    import httpx
+
+    try:
+        answer = httpx.get(f"{url.rstrip('/')}/v1/models", timeout=10.0)
+        answer.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise ValueError(f"--url {url}: {exc}") from None
+    body: dict[str, Any] = answer.json()
+    return body
+
+
 def list_models(args: argparse.Namespace) -> int:
     from sie_server.adapters.weights import describe
     from sie_server.catalog.loader import Catalog
+    from sie_server.cpu_features import detect
 
     catalog = Catalog(args.models_dir, set(_ids(args.models)) or None)
-    rows = [("ID", "ADAPTER", "TASKS", "SOURCE", "OFFLINE")]
+    served = _served(args.url) if args.url else None
+    live = {m["id"]: m for m in served["models"]} if served else {}
+    rows = [["ID", "ADAPTER", "TASKS", "SOURCE", "OFFLINE", *(["STATE"] if served else []), "PRECISION"]]
+    reasons = []
     for config in sorted(catalog.list(), key=lambda c: c.id):
         source, offline = describe(config)
-        rows.append((config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no"))
+        row = [config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no"]
+        allowed = ">".join(config.profiles["cpu"].cpu_precision)
+        if served:
+            info = live.get(config.id, {})
+            precision = info.get("precision") or {}
+            row.append(str(info.get("state", "not served")))
+            allowed = str(precision.get("running") or f"allows {allowed}")
+            if precision.get("reason"):
+                reasons.append(f"{config.id}: {precision['reason']}")
+        rows.append([*row, allowed])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    cpu = served.get("cpu") if served else None
+    cpu = cpu or detect().as_dict()
+    where = f"the server at {args.url}" if served and served.get("cpu") else "this machine"
+    print(
+        f"\ncpu ({where}): {cpu['model'] or 'unknown'}; flags: {', '.join(cpu['features']) or 'none relevant'}; "
+        f"precisions: {', '.join(cpu['precisions'])}"
+    )
+    for line in reasons:
+        print(f"  {line}")
     for message in catalog.errors.values():
         print(f"error: {message}", file=sys.stderr)
     return 1 if catalog.errors else 0

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sie_server.catalog.schema import CpuPrecision
+
 REPO_CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
 
 
@@ -45,6 +47,11 @@ class Settings(BaseModel):
     max_deliver: int = Field(default=5, ge=1)
     single_lane: bool = Field(
         default=False, description="run batch-class and interactive batches in one lane instead of two"
+    )
+    cpu_precision: list[CpuPrecision] | None = Field(
+        default=None,
+        min_length=1,
+        description="precisions every cpu model may try, in order, instead of its profile's cpu_precision",
     )
     batch_max_tokens: int | None = Field(
         default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less"

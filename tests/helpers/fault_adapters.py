@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
@@ -60,3 +61,24 @@ class SlowLoad(EmbeddingAdapter):
     def load(self, weights: Path) -> None:
         time.sleep(SLOW_LOAD_S)
         super().load(weights)
+
+
+PERTURBED_COSINE = 1 / np.sqrt(1 + 0.19**2)  # about 0.982: the figure int8 gave MiniLM on an AVX2-only CPU
+
+
+class PerturbedInt8Embedding(EmbeddingAdapter):
+    """Its int8 vectors are turned away from the true ones (cosine PERTURBED_COSINE at most), so that
+    int8 fails the precision gate wherever the CPU supports it; other precisions are untouched."""
+
+    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+        results = super().run(operation, batch, options)
+        if self.precision != "int8":
+            return results
+        rng = np.random.default_rng(0)
+        for item in results:
+            vector = item["dense"].astype(np.float64)
+            noise = rng.standard_normal(vector.shape)
+            noise -= (noise @ vector) / (vector @ vector) * vector  # orthogonal to the vector
+            turned = vector + 0.19 * np.linalg.norm(vector) * noise / np.linalg.norm(noise)
+            item["dense"] = (turned / np.linalg.norm(turned) * np.linalg.norm(vector)).astype(np.float32)
+        return results

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sie_server.adapters.precision import PrecisionReport
 from sie_server.catalog.schema import ModelConfig, Profile
 
 
@@ -35,6 +36,8 @@ class Adapter(ABC):
 
     #: operations ``run`` accepts, e.g. {"encode"} or {"score_pairs"}
     operations: frozenset[str] = frozenset()
+    #: the precision chosen at load and why (set by adapters that run the precision gate)
+    precision_report: PrecisionReport | None = None
 
     def __init__(self, config: ModelConfig, profile: Profile, device: str):
         self.config = config

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.precision import apply_cpu_precision
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
@@ -18,6 +21,14 @@ class EmbeddingAdapter(TransformersAdapter):
         from transformers import AutoModel
 
         return AutoModel
+
+    def load(self, weights: Path) -> None:
+        super().load(weights)
+        self.precision_report = apply_cpu_precision(self)
+
+    def probe_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """The precision gate's probe: one dense vector per text, as ``encode`` returns them."""
+        return np.stack([item["dense"] for item in self.run("encode", self.tokenize_texts(list(texts)), {})])
 
     def format_text(self, text: str, *, is_query: bool, instruction: str | None) -> str:
         runtime = self.config.runtime
@@ -31,6 +42,8 @@ class EmbeddingAdapter(TransformersAdapter):
         inputs = self.pad(batch)
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state
+            if self.precision == "bf16":  # the CPU gate chose bf16: pool and normalise in float32
+                hidden = hidden.float()
             pooled = self._pool(hidden, inputs["attention_mask"])
             if self.config.runtime.normalize:
                 pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)

@@ -10,6 +10,8 @@ import torch
 from tokenizers import Encoding, Tokenizer
 
 from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.precision import packed_bytes
+from sie_server.cpu_features import Precision
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -18,6 +20,8 @@ class TransformersAdapter(Adapter):
     """Loads a fast tokenizer and a ``transformers`` model; subclasses choose the model class."""
 
     model: Any = None
+    #: what the CPU precision gate converted ``model`` to (fp32: not converted; the profile's dtype applies)
+    precision: Precision = "fp32"
     _tokenizer: Tokenizer | None = None
     _pad_id: int = 0
     _uses_token_types: bool = False
@@ -71,7 +75,7 @@ class TransformersAdapter(Adapter):
         if self.model is None:
             return 0
         tensors = [*self.model.parameters(), *self.model.buffers()]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return int(sum(t.numel() * t.element_size() for t in tensors)) + packed_bytes(self.model)
 
     @property
     def tokenizer(self) -> Tokenizer:

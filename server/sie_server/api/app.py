@@ -17,6 +17,7 @@ from sie_server.api.middleware import QueueOnly, RequestMetrics
 from sie_server.api.routes import compat, encode, extract, generate, health, models, score
 from sie_server.api.state import ServerState
 from sie_server.catalog.loader import Catalog, canonical_id
+from sie_server.cpu_features import detect
 from sie_server.device import device_kind, resolve_device
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.policy import PriorityPolicy
@@ -51,6 +52,7 @@ def build_state(settings: Settings) -> ServerState:
         budget_bytes=budget,
         metrics=metrics,
         pinned=pinned,
+        cpu_precision=settings.cpu_precision,
     )
     policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens, lanes=not settings.single_lane)
     scheduler = Scheduler(
@@ -64,6 +66,10 @@ def build_state(settings: Settings) -> ServerState:
     generation = GenerationService(pool, settings.load_timeout_s)
     pool.is_busy = lambda model_id: scheduler.busy(model_id) or generation.busy(model_id)
     log.info("device %s, memory budget %.1f MiB", device, budget / 2**20)
+    if device_kind(device) == "cpu":
+        cpu = detect()
+        found = ", ".join(cpu.flags) or "none of the precision-relevant flags"
+        log.info("cpu %s: %s; precisions it runs: %s", cpu.model or "(unknown)", found, ", ".join(cpu.precisions))
     return ServerState(settings, catalog, pool, scheduler, service, metrics, generation)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sie_server.adapters.precision import fixed_report
 from sie_server.adapters.weights import describe
 from sie_server.api.state import ServerState
 from sie_server.catalog.schema import ModelConfig
@@ -41,6 +42,13 @@ def catalog_info(config: ModelConfig) -> dict[str, Any]:
         "available_offline": offline_ok,
         "last_error": None,
         "load_seconds": None,
+        # what the cpu profile allows; once loaded, what it runs in and why (see adapters/precision.py)
+        "precision": {
+            "running": None,
+            "allowed": list(config.profiles["cpu"].cpu_precision),
+            "reason": None,
+            "gate": [],
+        },
     }
 
 
@@ -48,7 +56,10 @@ def model_info(config: ModelConfig, state: ServerState) -> dict[str, Any]:
     slot = state.pool.peek(config.id)
     live = slot if slot is not None and slot.config == config else None
     info = catalog_info(config)
-    info["profile"] = {"device": state.pool.device_kind, **config.profile(state.pool.device_kind).model_dump()}
+    profile = state.pool.profile(config)
+    info["profile"] = {"device": state.pool.device_kind, **profile.model_dump()}
+    allowed = profile.cpu_precision if state.pool.device_kind == "cpu" else [fixed_report(profile, "cuda").running]
+    info["precision"] = {**info["precision"], "allowed": list(allowed)}
     info["pinned"] = config.id in state.pool.pinned
     if live is None:
         return info
@@ -62,4 +73,7 @@ def model_info(config: ModelConfig, state: ServerState) -> dict[str, Any]:
         last_error=live.error,
         load_seconds=live.load_seconds,
     )
+    if loaded and live.adapter is not None:
+        report = live.adapter.precision_report or fixed_report(profile, state.pool.device, allowed, config.adapter)
+        info["precision"] = report.as_dict()
     return info

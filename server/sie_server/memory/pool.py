@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sie_server.adapters import Adapter, create_adapter
 from sie_server.adapters.weights import WeightsLocation, resolve
-from sie_server.catalog.schema import ModelConfig, Profile
+from sie_server.catalog.schema import CpuPrecision, ModelConfig, Profile
 from sie_server.errors import ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
 from sie_server.memory.budget import Resident, eviction_plan
 from sie_server.memory.estimate import activation_reserve, weights_bytes
@@ -68,6 +68,7 @@ class ModelPool:
         metrics: Metrics,
         pinned: frozenset[str] = frozenset(),
         factory: AdapterFactory = create_adapter,
+        cpu_precision: list[CpuPrecision] | None = None,
     ):
         self.device = device
         self.device_kind = device_kind
@@ -76,6 +77,7 @@ class ModelPool:
         self.metrics = metrics
         self.pinned = pinned
         self.factory = factory
+        self.cpu_precision = cpu_precision  # --cpu-precision: replaces every cpu profile's list
         self.is_busy: Callable[[str], bool] = lambda model_id: False
         self._slots: dict[str, Slot] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -90,6 +92,13 @@ class ModelPool:
             slot = Slot(config)
             self._slots[config.id] = slot
         return slot
+
+    def profile(self, config: ModelConfig) -> Profile:
+        """The profile a model loads with on this device (``--cpu-precision`` applied)."""
+        profile = config.profile(self.device_kind)
+        if self.cpu_precision is not None and self.device_kind == "cpu":
+            return profile.model_copy(update={"cpu_precision": list(self.cpu_precision)})
+        return profile
 
     def peek(self, model_id: str) -> Slot | None:
         return self._slots.get(model_id)
@@ -137,7 +146,7 @@ class ModelPool:
 
     async def _load(self, slot: Slot, done: asyncio.Future[Adapter]) -> None:
         config = slot.config
-        profile = config.profile(self.device_kind)
+        profile = self.profile(config)
         self.metrics.model_loads.labels(config.id).inc()
         started = time.perf_counter()
         try:

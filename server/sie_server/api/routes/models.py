@@ -8,6 +8,7 @@ from fastapi.responses import Response
 from sie_server.api.codec import json_response
 from sie_server.api.model_info import model_info
 from sie_server.api.state import server
+from sie_server.cpu_features import detect
 from sie_server.memory.pool import ModelState
 
 router = APIRouter()
@@ -16,7 +17,8 @@ router = APIRouter()
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     state = server(request)
-    return json_response({"models": [model_info(c, state) for c in state.catalog.list()]})
+    models = [model_info(c, state) for c in state.catalog.list()]
+    return json_response({"models": models, "cpu": detect().as_dict()})
 
 
 @router.get("/v1/memory")
