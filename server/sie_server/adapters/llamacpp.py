@@ -22,15 +22,13 @@ import torch
 
 from sie_server.adapters.base import Adapter, Tokens
 from sie_server.adapters.generator import ByteDetokenizer, Detokenizer, Generator
-from sie_server.catalog.schema import Profile
+from sie_server.adapters.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
 from sie_server.errors import ModelLoadFailed
 
 log = logging.getLogger(__name__)
 
 GGUF_MAGIC = b"GGUF"
-PREFILL_CHUNK = 512  # tokens per llama_decode call while prompts are read
 MAX_SEQUENCES = 64  # sequences one context decodes together
-KV_BYTES_PER_VALUE = 2  # the KV cache is float16
 
 
 @dataclass
@@ -52,16 +50,6 @@ def check_gguf(path: Path) -> None:
         magic = handle.read(4)
     if magic != GGUF_MAGIC:
         raise ModelLoadFailed(f"{path} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
-
-
-def kv_cache_tokens(profile: Profile) -> int:
-    """Cells of the one KV cache: the token budget of the running sequences plus one prefill chunk."""
-    return profile.max_batch_tokens + PREFILL_CHUNK
-
-
-def kv_cache_bytes(n_ctx: int, n_layer: int, n_embd: int, n_head: int, n_head_kv: int) -> int:
-    head_dim = n_embd // max(n_head, 1)
-    return int(n_ctx * n_layer * 2 * n_head_kv * head_dim * KV_BYTES_PER_VALUE)
 
 
 class LlamaCppAdapter(Adapter, Generator):

@@ -90,10 +90,12 @@ def sample(logits: torch.Tensor, rows: list[Sequence]) -> list[int]:
         chosen = torch.argmax(logits, dim=-1)
     sampled = [i for i, s in enumerate(rows) if s.params.temperature > 0]
     if sampled:
-        index = torch.tensor(sampled)
-        temperature = torch.tensor([rows[i].params.temperature for i in sampled], dtype=logits.dtype)
+        index = torch.tensor(sampled, device=logits.device)
+        temperature = torch.tensor(
+            [rows[i].params.temperature for i in sampled], dtype=logits.dtype, device=logits.device
+        )
         probs = torch.softmax(logits[index] / temperature.unsqueeze(1), dim=-1)
-        top_p = torch.tensor([rows[i].params.top_p for i in sampled], dtype=probs.dtype)
+        top_p = torch.tensor([rows[i].params.top_p for i in sampled], dtype=probs.dtype, device=probs.device)
         if bool((top_p < 1.0).any()):
             ordered, order = torch.sort(probs, dim=-1, descending=True)
             drop = ordered.cumsum(-1) - ordered >= top_p.unsqueeze(1)
@@ -103,7 +105,7 @@ def sample(logits: torch.Tensor, rows: list[Sequence]) -> list[int]:
             chosen[index[free]] = torch.multinomial(probs[free], 1).squeeze(1)
         for k, i in enumerate(sampled):
             if rows[i].generator is not None:
-                chosen[i] = torch.multinomial(probs[k], 1, generator=rows[i].generator)[0]
+                chosen[i] = torch.multinomial(probs[k].cpu(), 1, generator=rows[i].generator)[0]  # a CPU generator
     return [int(t) for t in chosen.tolist()]
 
 

@@ -13,11 +13,13 @@ from enum import StrEnum
 from pathlib import Path
 
 from sie_server.adapters import Adapter, create_adapter
+from sie_server.adapters.backends import effective_backend
+from sie_server.adapters.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.weights import WeightsLocation, resolve
 from sie_server.catalog.schema import CpuPrecision, ModelConfig, Profile
 from sie_server.errors import ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
 from sie_server.memory.budget import Resident, eviction_plan
-from sie_server.memory.estimate import activation_reserve, weights_bytes
+from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -150,7 +152,7 @@ class ModelPool:
         self.metrics.model_loads.labels(config.id).inc()
         started = time.perf_counter()
         try:
-            location = await asyncio.to_thread(resolve, config, self.offline)
+            location = await asyncio.to_thread(resolve, config, self.offline, profile)
             slot.weights_source = location.source
             estimate, reserve = await asyncio.to_thread(self._estimate, location, config, profile)
             slot.resident_bytes, slot.reserve_bytes = 0, 0  # not counted while planning its own room
@@ -194,6 +196,9 @@ class ModelPool:
 
     def _estimate(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> tuple[int, int]:
         folder = Path(location.path)
+        if effective_backend(config, profile) == "llamacpp" and config.source.gguf_file:
+            # llama.cpp allocates its whole KV cache at load: that is the reserve, and it is exact
+            return gguf_estimate(folder / config.source.gguf_file, kv_cache_tokens(profile))
         reserve = profile.activation_reserve_bytes
         if reserve is None:
             reserve = activation_reserve(folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype)
