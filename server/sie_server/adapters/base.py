@@ -36,6 +36,8 @@ class Adapter(ABC):
 
     #: operations ``run`` accepts, e.g. {"encode"} or {"score_pairs"}
     operations: frozenset[str] = frozenset()
+    #: the runtime that runs the weights, as /v1/models shows it
+    backend: str = "transformers"
     #: the precision chosen at load and why (set by adapters that run the precision gate)
     precision_report: PrecisionReport | None = None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sie_server.adapters.backends import effective_backend
 from sie_server.adapters.precision import fixed_report
 from sie_server.adapters.weights import describe
 from sie_server.api.state import ServerState
@@ -61,6 +62,7 @@ def model_info(config: ModelConfig, state: ServerState) -> dict[str, Any]:
     allowed = profile.cpu_precision if state.pool.device_kind == "cpu" else [fixed_report(profile, "cuda").running]
     info["precision"] = {**info["precision"], "allowed": list(allowed)}
     info["pinned"] = config.id in state.pool.pinned
+    info["backend"] = effective_backend(config, profile)
     if live is None:
         return info
     loaded = live.state is ModelState.LOADED
@@ -73,6 +75,8 @@ def model_info(config: ModelConfig, state: ServerState) -> dict[str, Any]:
         last_error=live.error,
         load_seconds=live.load_seconds,
     )
+    if live.adapter is not None:
+        info["backend"] = live.adapter.backend
     if loaded and live.adapter is not None:
         report = live.adapter.precision_report or fixed_report(profile, state.pool.device, allowed, config.adapter)
         info["precision"] = report.as_dict()
