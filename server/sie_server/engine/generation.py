@@ -109,6 +109,13 @@ def sample(logits: torch.Tensor, rows: list[Sequence]) -> list[int]:
     return [int(t) for t in chosen.tolist()]
 
 
+def _join(adapter: Generator, batch: Any, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
+    """Prefill new sequences and merge them into the running batch, on the decode thread: every tensor
+    operation of a model stays on one thread (one OpenMP team, not one per calling thread)."""
+    joined, logits = adapter.prefill(prompts)
+    return adapter.merge(batch, joined), logits
+
+
 class DecodeLoop:
     """The sequences of one model and the task that steps them."""
 
@@ -154,10 +161,9 @@ class DecodeLoop:
                 self._drop_cancelled()
                 joining = self._admit(adapter)
                 if joining:
-                    joined, logits = await loop.run_in_executor(
-                        self.executor, adapter.prefill, [s.prompt_ids for s in joining]
+                    self.batch, logits = await loop.run_in_executor(
+                        self.executor, _join, adapter, self.batch, [s.prompt_ids for s in joining]
                     )
-                    self.batch = adapter.merge(self.batch, joined)
                     self.active.extend(joining)
                     self._advance(adapter, joining, logits)
                 elif self.active and self.batch is not None:
@@ -167,7 +173,7 @@ class DecodeLoop:
                     self.steps += 1
                     self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
                     self._advance(adapter, self.active, logits)
-                self._retire(adapter)
+                await self._retire(adapter)
                 self._expire_waiting()
                 if not self.active and self.waiting and not self._admit_possible():
                     raise InvalidInput("a request needs more tokens than the model's batch budget")
@@ -229,14 +235,14 @@ class DecodeLoop:
             else:
                 seq.append(piece)
 
-    def _retire(self, adapter: Generator) -> None:
+    async def _retire(self, adapter: Generator) -> None:
         keep = [i for i, s in enumerate(self.active) if s.finish_reason is None and not s.cancelled]
         for seq in self.active:
             if seq.finish_reason is not None or seq.cancelled:
                 seq.deltas.put_nowait(None)
         if len(keep) != len(self.active) and self.batch is not None:
-            self.batch = adapter.keep(self.batch, keep)
             self.active = [self.active[i] for i in keep]
+            self.batch = await asyncio.get_running_loop().run_in_executor(self.executor, adapter.keep, self.batch, keep)
 
     def _drop_cancelled(self) -> None:
         self.waiting = deque(s for s in self.waiting if not s.cancelled)
