@@ -17,7 +17,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "deploy" / "docker"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-FLAVOURS = {"cpu": ("local", "cluster"), "cuda": ("local", "cluster", "sglang")}
+FLAVOURS = {"cpu": ("local", "cluster", "llamacpp"), "cuda": ("local", "cluster", "sglang")}
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:
