@@ -25,21 +25,11 @@ from typing import Any
 import httpx
 
 from benchmarks._common import Meter, cpu_model, proc_status_kib, wait_quiet
-from benchmarks.generate_cpu import TORCH_ID, torch_catalog
+from benchmarks.generate_cpu import PROMPTS, TORCH_ID, torch_catalog
 from tests.helpers.catalog import SMOLLM, copy_real
 from tests.helpers.server import ServerProcess
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PROMPTS = [
-    "Write a short note thanking Acme Corp for their invoice.",
-    "List three uses of a small language model.",
-    "What is the capital of France?",
-    "Explain what an embedding is in one paragraph.",
-    "Give two tips for writing clear emails.",
-    "Summarize why batching helps inference servers.",
-    "Name three colors of the rainbow.",
-    "What does a reranker do in a search pipeline?",
-]
 
 
 def body(prompt: str, tokens: int, **extra: Any) -> dict[str, Any]:
