@@ -115,25 +115,28 @@ def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     logs = tmp_path_factory.mktemp("server-logs")
     limits = ["--max-text-bytes", str(MAX_TEXT_BYTES), "--max-body-bytes", str(MAX_BODY_BYTES),
               "--max-items-per-request", str(MAX_ITEMS)]  # fmt: skip
-    # float32 for every model: the shared server's MiniLM must equal sentence-transformers within 1e-5
-    # and batched vectors equal single ones within 1e-6; the catalog's bf16 is tested in test_precision.py
-    limits += ["--cpu-precision", "fp32"]
+    # float32 for every model (the serving process's flag; a gateway runs no model): the shared server's
+    # MiniLM must equal sentence-transformers within 1e-5 and batched vectors equal single ones within 1e-6;
+    # the catalog's bf16 is tested in test_precision.py
+    serving = ["--threads", "2", "--cpu-precision", "fp32"]
     env = {"HF_HOME": str(logs / "empty-hf-home")}
     if TARGET == "gateway":
-        yield from _gateway(catalog_dir, logs, limits, env)
+        yield from _gateway(catalog_dir, logs, limits, serving, env)
         return
-    proc = ServerProcess(catalog_dir, "--offline", "--threads", "2", *limits, env=env, log=logs / "server.log")
+    proc = ServerProcess(catalog_dir, "--offline", *serving, *limits, env=env, log=logs / "server.log")
     try:
         yield proc.wait_ready()
     finally:
         proc.stop()
 
 
-def _gateway(catalog_dir: Path, logs: Path, limits: list[str], env: dict[str, str]) -> Iterator[ServerProcess]:
+def _gateway(
+    catalog_dir: Path, logs: Path, limits: list[str], serving: list[str], env: dict[str, str]
+) -> Iterator[ServerProcess]:
     nats = Nats(logs / "jetstream")
     procs: list[ServerProcess] = []
     try:
-        procs.append(worker(catalog_dir, nats.url, logs / "worker.log", "--threads", "2", *limits, env=env))
+        procs.append(worker(catalog_dir, nats.url, logs / "worker.log", *serving, *limits, env=env))
         procs.append(Gateway(catalog_dir, nats.url, *limits, log=logs / "gateway.log"))
         for proc in procs:
             proc.wait_ready()
