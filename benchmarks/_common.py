@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import resource
 import time
 from pathlib import Path
 
@@ -114,11 +115,14 @@ class Meter:
 
     ``other_cores`` is the machine's busy CPU over the window, less this process and the
     server, divided by the wall time: the average number of cores other work took, i.e.
-    how far a measurement was disturbed by something else running on the machine.
+    how far a measurement was disturbed by something else running on the machine. With
+    ``children``, the client's CPU also counts this process's children that ended within the
+    window (a load generator run as a subprocess, such as wrk).
     """
 
-    def __init__(self, server_pid: int | None = None):
+    def __init__(self, server_pid: int | None = None, *, children: bool = False):
         self.server_pid = server_pid
+        self.children = children
         self.seconds = 0.0
         self.client_cpu_s = 0.0
         self.server_cpu_s: float | None = None
@@ -127,7 +131,11 @@ class Meter:
 
     def _now(self) -> tuple[float, float, float, float]:
         server = proc_cpu_seconds(self.server_pid) if self.server_pid is not None else 0.0
-        return time.perf_counter(), time.process_time(), server, system_busy_seconds()
+        client = time.process_time()
+        if self.children:
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            client += usage.ru_utime + usage.ru_stime
+        return time.perf_counter(), client, server, system_busy_seconds()
 
     def start(self) -> None:
         self._start = self._now()

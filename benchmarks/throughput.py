@@ -1,4 +1,4 @@
-"""Corpus throughput: the server (through the SDK) vs in-process sentence-transformers, side by side.
+"""Corpus throughput: the server vs in-process sentence-transformers, side by side.
 
     .venv/bin/python -m benchmarks.throughput [--threads 2] [--count 2000] [--quick]
 
@@ -9,19 +9,26 @@ fixed seeded corpus of ``benchmarks/corpus.py``:
 * L: one request holding the whole corpus;
 * S: sequential requests of 64 texts;
 * C: 64 concurrent clients (``SIEAsyncClient`` on one asyncio loop), each sending one
-  text at a time until the corpus is done.
+  text at a time until the corpus is done;
+* W: ``wrk -t1 -c64`` (when ``wrk`` is installed), one corpus text per JSON request,
+  cycling through the corpus for ``--wrk-seconds``: the same load as C from a load
+  generator written in C, whose own CPU cost is small.
 
 The server runs ``--offline --threads N`` in its own process on 127.0.0.1; the baseline
 runs here with ``torch.set_num_threads(N)``. Both sides are warmed up before timing; the
 server is up (idle) while the baseline runs. ``--repeat R`` runs R rounds of (baseline, L,
-S, C) and keeps each mode's fastest round, which filters out bursts of other load.
+S, C, W) and keeps each mode's fastest round, which filters out bursts of other load.
 Printed per mode: texts/s and its ratio to the baseline, the model GFLOP/s reached
 (22 MFLOP per real token, tokens counted with the model's tokenizer truncated at 256)
 next to this machine's fp32 2048x2048 matmul peak measured in this run, the padding ratio
 (delta of the server's ``sie_padded_tokens_total`` / ``sie_real_tokens_total`` counters;
 "n/a" where the server has no /metrics), the largest absolute difference between the
-server's vectors and the in-process ones over the whole corpus, and the CPU seconds the
-server process and this (client) process spent.
+server's vectors and the in-process ones over the whole corpus, the CPU the server process
+and the client (this process, plus wrk for W) spent, and the client's CPU per request.
+
+Then the forward pass: the server's time per batch and per padded token on its lane thread
+(``sie_batch_seconds``) in each mode, next to the same model run here on C-like batches with
+no HTTP around it (``benchmarks/_forward.py``; ``--no-forward-alone`` skips it).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import _wrk
 from benchmarks._common import (
     MINILM_FLOP_PER_TOKEN,
     Meter,
@@ -46,6 +54,7 @@ from benchmarks._common import (
     minilm_path,
     wait_quiet,
 )
+from benchmarks._forward import ForwardAlone, forward_alone
 from benchmarks.corpus import DEFAULT_COUNT, DEFAULT_SEED, build_corpus
 from sie_sdk import SIEAsyncClient, SIEClient
 from tests.helpers.catalog import MINILM, copy_real
@@ -53,10 +62,21 @@ from tests.helpers.server import ServerProcess
 
 MAX_TOKENS = 256
 RAW = argparse.RawDescriptionHelpFormatter
-COUNTERS = ("sie_real_tokens_total", "sie_padded_tokens_total")
-GOALS = {"L": 1.30, "S": 0.90, "C": 0.85}
+COUNTERS = ("sie_real_tokens_total", "sie_padded_tokens_total", "sie_batch_seconds_sum", "sie_batch_seconds_count")
+GOALS = {"L": 1.30, "S": 0.90, "C": 0.85, "W": 0.85}
 PADDING_GOAL = 1.10
 DISTURBED_CORES = 0.1
+MODES = "LSCW"
+
+
+@dataclass
+class Outcome:
+    """What one timed window produced: vectors (None where the client discards the answers)."""
+
+    texts: int
+    requests: int
+    vectors: np.ndarray | None
+    seconds: float | None = None  # the load generator's own duration, where it reports one
 
 
 @dataclass
@@ -64,9 +84,22 @@ class Run:
     key: str
     label: str
     meter: Meter
-    vectors: np.ndarray
-    padding: float | None = None
+    outcome: Outcome
+    deltas: dict[str, float] | None = None  # server counters over the window
     times: list[float] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return self.outcome.seconds or self.meter.seconds
+
+    @property
+    def rate(self) -> float:
+        return self.outcome.texts / self.seconds
+
+    @property
+    def padding(self) -> float | None:
+        real = self.deltas.get("sie_real_tokens_total", 0.0) if self.deltas else 0.0
+        return self.deltas["sie_padded_tokens_total"] / real if self.deltas and real > 0 else None
 
 
 def token_lengths(tokenizer: Any, texts: list[str]) -> list[int]:
@@ -94,27 +127,27 @@ def load_in_process(threads: int, batch_size: int, warmup: list[str]) -> Any:
     return model
 
 
-def mode_in_process(model: Any, texts: list[str], batch_size: int, meter: Meter) -> np.ndarray:
+def mode_in_process(model: Any, texts: list[str], batch_size: int, meter: Meter) -> Outcome:
     meter.start()
     vectors = model.encode(texts, batch_size=batch_size, convert_to_numpy=True)
     meter.stop()
-    return np.asarray(vectors, dtype=np.float32)
+    return Outcome(len(texts), 0, np.asarray(vectors, dtype=np.float32))
 
 
 def stack(results: list[Any]) -> np.ndarray:
     return np.stack([np.asarray(r["dense"], dtype=np.float32) for r in results])
 
 
-def mode_large(url: str, texts: list[str], wire: str, meter: Meter) -> np.ndarray:
+def mode_large(url: str, texts: list[str], wire: str, meter: Meter) -> Outcome:
     with SIEClient(url, wire=wire, timeout=1800) as client:
         client.encode(MINILM, [{"text": t} for t in texts[:8]])  # open the connection
         meter.start()
         results = client.encode(MINILM, [{"text": t} for t in texts])
         meter.stop()
-    return stack(results)
+    return Outcome(len(texts), 1, stack(results))
 
 
-def mode_sequential(url: str, texts: list[str], wire: str, size: int, meter: Meter) -> np.ndarray:
+def mode_sequential(url: str, texts: list[str], wire: str, size: int, meter: Meter) -> Outcome:
     out: list[Any] = []
     with SIEClient(url, wire=wire, timeout=600) as client:
         client.encode(MINILM, [{"text": t} for t in texts[:8]])  # open the connection
@@ -122,10 +155,10 @@ def mode_sequential(url: str, texts: list[str], wire: str, size: int, meter: Met
         for start in range(0, len(texts), size):
             out.extend(client.encode(MINILM, [{"text": t} for t in texts[start : start + size]]))
         meter.stop()
-    return stack(out)
+    return Outcome(len(texts), -(-len(texts) // size), stack(out))
 
 
-async def _concurrent(url: str, texts: list[str], wire: str, clients: int, meter: Meter) -> np.ndarray:
+async def _concurrent(url: str, texts: list[str], wire: str, clients: int, meter: Meter) -> Outcome:
     results: list[Any] = [None] * len(texts)
     pool = [SIEAsyncClient(url, wire=wire, timeout=600) for _ in range(clients)]
     try:
@@ -142,25 +175,34 @@ async def _concurrent(url: str, texts: list[str], wire: str, clients: int, meter
         meter.stop()
     finally:
         await asyncio.gather(*(c.aclose() for c in pool))
-    return stack(results)
+    return Outcome(len(texts), len(texts), stack(results))
 
 
-def padding_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
+def mode_wrk(url: str, script: Path, clients: int, seconds: float, meter: Meter) -> Outcome:
+    _wrk.run(url, script, connections=clients, seconds=1)  # open the connections, warm the route
+    meter.start()
+    done = _wrk.run(url, script, connections=clients, seconds=seconds)
+    meter.stop()
+    if done.errors:
+        raise RuntimeError(f"wrk saw errors ({done.errors}):\n{done.output}")
+    return Outcome(done.requests, done.requests, None, done.seconds)
+
+
+def counter_deltas(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
     if before is None or after is None:
         return None
-    real = after["sie_real_tokens_total"] - before["sie_real_tokens_total"]
-    padded = after["sie_padded_tokens_total"] - before["sie_padded_tokens_total"]
-    return padded / real if real > 0 else None
+    return {name: after[name] - before[name] for name in after}
 
 
 def measure_all(args: argparse.Namespace, texts: list[str], warmup: list[str], model: Any) -> list[Run]:
-    """Start the server, warm it up, then run rounds of (baseline, L, S, C); keep each mode's fastest."""
+    """Start the server, warm it up, then run rounds of (baseline, modes); keep each mode's fastest."""
     best: dict[str, Run] = {}
     times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         catalog = Path(folder) / "catalog"
         catalog.mkdir()
         copy_real(catalog, MINILM)
+        script = _wrk.write_script(Path(folder) / "corpus.lua", texts) if "W" in args.modes else None
         max_items = max(len(texts), 8192)
         server_args = ["--offline", "--threads", str(args.threads), "--max-items-per-request", str(max_items)]
         server_args += ["--cpu-precision", "fp32"]  # like for like with the float32 baseline (benchmarks.precision)
@@ -169,7 +211,8 @@ def measure_all(args: argparse.Namespace, texts: list[str], warmup: list[str], m
             with SIEClient(server.url, wire=args.wire, timeout=600) as client:
                 client.encode(MINILM, [{"text": t} for t in warmup])  # load + warm up, like the baseline
             url, wire = server.url, args.wire
-            modes: dict[str, tuple[str, Callable[[Meter], np.ndarray]]] = {
+            encode_url = f"{url}/v1/encode/{MINILM}"
+            modes: dict[str, tuple[str, Callable[[Meter], Outcome]]] = {
                 "base": (
                     f"in-process ST (batch {args.batch_size})",
                     lambda m: mode_in_process(model, texts, args.batch_size, m),
@@ -183,22 +226,26 @@ def measure_all(args: argparse.Namespace, texts: list[str], warmup: list[str], m
                     f"server C: {args.clients} clients x 1 text",
                     lambda m: asyncio.run(_concurrent(url, texts, wire, args.clients, m)),
                 ),
+                "W": (
+                    f"server W: wrk -c{args.clients}, 1 text (JSON)",
+                    lambda m: mode_wrk(encode_url, script or Path(), args.clients, args.wrk_seconds, m),
+                ),
             }
             for round_ in range(1, args.repeat + 1):
                 for key in ["base", *args.modes]:
                     label, fn = modes[key]
                     if args.wait_quiet > 0:
                         wait_quiet(args.wait_quiet)
-                    meter = Meter(server.proc.pid)
+                    meter = Meter(server.proc.pid, children=key == "W")
                     before = metric_values(url, COUNTERS, {"model": MINILM})
-                    vectors = fn(meter)
+                    outcome = fn(meter)
                     after = metric_values(url, COUNTERS, {"model": MINILM})
-                    run = Run(key, label, meter, vectors, padding_delta(before, after))
-                    times.setdefault(key, []).append(meter.seconds)
-                    if key not in best or meter.seconds < best[key].meter.seconds:
+                    run = Run(key, label, meter, outcome, counter_deltas(before, after))
+                    times.setdefault(key, []).append(run.seconds)
+                    if key not in best or run.rate > best[key].rate:
                         best[key] = run
                     other = meter.other_cpu_s / meter.seconds
-                    print(f"  ... round {round_}, {label}: {meter.seconds:.1f}s (other {other:.2f})", flush=True)
+                    print(f"  ... round {round_}, {label}: {run.seconds:.1f}s (other {other:.2f})", flush=True)
         except Exception:
             print("server log tail:\n" + server.tail())
             raise
@@ -210,6 +257,67 @@ def measure_all(args: argparse.Namespace, texts: list[str], warmup: list[str], m
     return runs
 
 
+def print_throughput(runs: list[Run], texts: list[str], real_tokens: int, peak: float) -> None:
+    base = runs[0]
+    header = (
+        f"{'mode':34s} {'texts/s':>8s} {'ratio':>7s} {'goal':>6s} {'GFLOP/s':>8s} {'%peak':>6s} "
+        f"{'padding':>8s} {'w/pad GF/s':>10s} {'max|diff|':>10s} {'srv cores':>9s} {'cli cores':>9s} "
+        f"{'cli ms/req':>10s} {'other':>6s}"
+    )
+    print(header)
+    print("-" * len(header))
+    for run in runs:
+        meter = run.meter
+        tokens = real_tokens
+        if run.outcome.texts != len(texts) and run.deltas:  # W: the texts wrk completed, by the server's count
+            tokens = int(run.deltas["sie_real_tokens_total"])
+        gflops = tokens * MINILM_FLOP_PER_TOKEN / run.seconds / 1e9
+        goal = GOALS.get(run.key)
+        verdict = "" if goal is None else f"{goal:.2f}{'+' if run.rate / base.rate >= goal else '!'}"
+        padding = "n/a" if run.padding is None else f"{run.padding:.3f}"
+        if run is not base and run.padding is not None:
+            padding += "+" if run.padding <= PADDING_GOAL else "!"
+        padded = "n/a" if run.padding is None else f"{gflops * run.padding:.1f}"
+        vectors, reference = run.outcome.vectors, base.outcome.vectors
+        diff = "-"
+        if run is not base and vectors is not None and reference is not None:
+            diff = f"{float(np.max(np.abs(vectors - reference))):.2e}"
+        per_request = "-" if not run.outcome.requests else f"{1000 * meter.client_cpu_s / run.outcome.requests:.2f}"
+        print(
+            f"{run.label:34s} {run.rate:8.1f} {run.rate / base.rate:6.2f}x {verdict:>6s} {gflops:8.1f} "
+            f"{100 * gflops / peak:5.1f}% {padding:>8s} {padded:>10s} {diff:>10s} "
+            f"{meter.cores(meter.server_cpu_s):>9s} {meter.cores(meter.client_cpu_s):>9s} {per_request:>10s} "
+            f"{meter.cores(meter.other_cpu_s):>6s}"
+        )
+
+
+def print_forward(runs: list[Run], alone: ForwardAlone | None) -> None:
+    header = (
+        f"{'forward pass':34s} {'batches':>8s} {'items':>6s} {'ms/batch':>9s} {'us/padded tok':>13s} {'vs alone':>9s}"
+    )
+    print(header)
+    print("-" * len(header))
+    if alone is not None:
+        print(
+            f"{'alone: C-like batches, no HTTP':34s} {alone.batches:8d} {alone.items / alone.batches:6.1f} "
+            f"{alone.ms_per_batch:9.1f} {alone.us_per_padded_token:13.1f} {'1.00x':>9s}"
+        )
+    for run in runs[1:]:
+        deltas = run.deltas or {}
+        batches = deltas.get("sie_batch_seconds_count", 0.0)
+        padded = deltas.get("sie_padded_tokens_total", 0.0)
+        if not batches or not padded:
+            print(f"{run.label:34s} {'n/a (the server exports no sie_batch_seconds)':>48s}")
+            continue
+        seconds = deltas["sie_batch_seconds_sum"]
+        per_token = 1e6 * seconds / padded
+        ratio = "" if alone is None else f"{per_token / alone.us_per_padded_token:8.2f}x"
+        print(
+            f"{run.label:34s} {int(batches):8d} {run.outcome.texts / batches:6.1f} {1000 * seconds / batches:9.1f} "
+            f"{per_token:13.1f} {ratio:>9s}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=RAW)
     parser.add_argument("--threads", type=int, default=2, help="torch threads, server and in-process")
@@ -217,11 +325,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--batch-size", type=int, default=32, help="in-process encode batch size")
     parser.add_argument("--request-size", type=int, default=64, help="texts per request in mode S")
-    parser.add_argument("--clients", type=int, default=64, help="concurrent clients in mode C")
-    parser.add_argument("--wire", choices=("msgpack", "json"), default="msgpack")
-    parser.add_argument("--modes", default="LSC", help="server modes to run, a subset of LSC")
+    parser.add_argument("--clients", type=int, default=64, help="concurrent clients in modes C and W")
+    parser.add_argument("--wire", choices=("msgpack", "json"), default="msgpack", help="the SDK's wire (L, S, C)")
+    parser.add_argument("--modes", default=MODES, help=f"server modes to run, a subset of {MODES}")
+    parser.add_argument("--wrk-seconds", type=float, default=30.0, help="length of the W window")
     parser.add_argument(
-        "--repeat", type=int, default=1, help="rounds of (baseline, L, S, C); each mode's fastest is kept"
+        "--repeat", type=int, default=1, help="rounds of (baseline, modes); each mode's fastest is kept"
     )
     parser.add_argument("--quick", action="store_true", help="a 300-text corpus (about 4x faster)")
     parser.add_argument(
@@ -231,10 +340,20 @@ def main() -> None:
         metavar="S",
         help="before each timed window, wait up to S s for other CPU load to stop",
     )
+    parser.add_argument(
+        "--no-forward-alone",
+        dest="forward_alone",
+        action="store_false",
+        help="skip running C-like batches in-process for the forward pass without HTTP",
+    )
     args = parser.parse_args()
     if args.quick:
         args.count = min(args.count, 300)
-    args.modes = [m for m in args.modes.upper() if m in "LSC"]
+        args.wrk_seconds = min(args.wrk_seconds, 8.0)
+    args.modes = [m for m in args.modes.upper() if m in MODES]
+    if "W" in args.modes and not _wrk.available():
+        print("wrk is not installed (apt-get install wrk): mode W skipped")
+        args.modes.remove("W")
 
     texts = build_corpus(args.count, args.seed)
     warmup = texts[: min(64, len(texts))]
@@ -253,36 +372,21 @@ def main() -> None:
         f"(truncated at {MAX_TOKENS}; mean {real_tokens / len(texts):.1f}, max {max(lengths)})"
     )
     runs = measure_all(args, texts, warmup, model)
+    alone = None
+    if args.forward_alone:
+        if args.wait_quiet > 0:
+            wait_quiet(args.wait_quiet)
+        alone = forward_alone(texts, args.clients)
+        print(f"  ... forward alone (C-like batches, in-process): {alone.seconds:.1f}s")
     base = runs[0]
-    base.padding = st_padding(texts, lengths, args.batch_size)
+    base.deltas = None
     peak = max(peak, matmul_peak_gflops(args.threads))  # again at the end; the best reading is kept
     print(f"fp32 matmul peak, best of the readings before and after: {peak:.1f} GFLOP/s")
-    base_rate = len(texts) / base.meter.seconds
+    print(f"baseline padding (sentence-transformers' own batches): {st_padding(texts, lengths, args.batch_size):.3f}")
     print()
-    header = (
-        f"{'mode':34s} {'texts/s':>8s} {'ratio':>7s} {'goal':>6s} {'GFLOP/s':>8s} {'%peak':>6s} "
-        f"{'padding':>8s} {'w/pad GF/s':>10s} {'max|diff|':>10s} {'srv cores':>9s} {'cli cores':>9s} "
-        f"{'other':>6s}"
-    )
-    print(header)
-    print("-" * len(header))
-    for run in runs:
-        meter = run.meter
-        rate = len(texts) / meter.seconds
-        gflops = real_tokens * MINILM_FLOP_PER_TOKEN / meter.seconds / 1e9
-        goal = GOALS.get(run.key)
-        verdict = "" if goal is None else f"{goal:.2f}{'+' if rate / base_rate >= goal else '!'}"
-        padding = "n/a" if run.padding is None else f"{run.padding:.3f}"
-        if run is not base and run.padding is not None:
-            padding += "+" if run.padding <= PADDING_GOAL else "!"
-        padded = "n/a" if run.padding is None else f"{gflops * run.padding:.1f}"
-        diff = "-" if run is base else f"{float(np.max(np.abs(run.vectors - base.vectors))):.2e}"
-        print(
-            f"{run.label:34s} {rate:8.1f} {rate / base_rate:6.2f}x {verdict:>6s} {gflops:8.1f} "
-            f"{100 * gflops / peak:5.1f}% {padding:>8s} {padded:>10s} {diff:>10s} "
-            f"{meter.cores(meter.server_cpu_s):>9s} {meter.cores(meter.client_cpu_s):>9s} "
-            f"{meter.cores(meter.other_cpu_s):>6s}"
-        )
+    print_throughput(runs, texts, real_tokens, peak)
+    print()
+    print_forward(runs, alone)
     if args.repeat > 1:
         print(f"\nseconds per round (the fastest of {args.repeat} is shown above):")
         for run in runs:
@@ -297,11 +401,15 @@ def main() -> None:
     print(
         "\nratio: texts/s over the in-process baseline; goal: the ratio asked for (+ met, ! missed).\n"
         f"GFLOP/s: {flop} x real tokens / s; w/pad GF/s: the same counting padded tokens (work run).\n"
-        f"padding: padded / real tokens, goal <= {PADDING_GOAL:.2f} (+/!; the baseline's is computed from\n"
-        "  sentence-transformers' own length-sorted batches of the same texts).\n"
-        f"max|diff|: largest |server - in-process| over all {len(texts)} vectors, goal <= 1e-5.\n"
-        "srv / cli / other cores: average cores busy in the server process / this process / anything\n"
-        "  else on the machine during the timed window (other > 0.1: the figures were disturbed)."
+        f"padding: padded / real tokens, goal <= {PADDING_GOAL:.2f} (+/!; the baseline's is printed above).\n"
+        f"max|diff|: largest |server - in-process| over all {len(texts)} vectors, goal <= 1e-5 (W: wrk\n"
+        "  discards the answers).\n"
+        "srv / cli / other cores: average cores busy in the server process / the client (this process;\n"
+        "  for W, wrk) / anything else on the machine during the timed window (other > 0.1: the figures\n"
+        "  were disturbed); cli ms/req: the client's CPU per request.\n"
+        "forward pass: the server's time per batch on its lane thread (sie_batch_seconds) and per padded\n"
+        "  token, vs the same model on C-like batches in this process with no HTTP (vs alone: the ratio\n"
+        "  per padded token)."
     )
 
 

@@ -276,6 +276,12 @@ def engine_dashboard() -> Any:
             ),
         ),
         timeseries(
+            "Forward pass per batch p50 / p99",
+            "Seconds a batch ran in its model, timed on its lane's thread (queueing excluded).",
+            "s",
+            *quantiles("sie_batch_seconds", "model", m, "{{model}}"),
+        ),
+        timeseries(
             "Padding ratio p99 per batch",
             "The worst batches' padding ratio.",
             "short",

@@ -104,7 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=int(_env("BATCH_MAX_TOKENS", "2048") or 0) or None,
         help="token cap of a batch-priority batch (interactive work waits at most one such batch)",
     )
-    serve.add_argument("-v", "--verbose", action="store_true", default=_env_flag("VERBOSE"), help="debug logs")
+    serve.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=_env_flag("VERBOSE"),
+        help="debug logs and an access-log line per request",
+    )
 
     gateway = sub.add_parser("gateway", help="run the cluster gateway in front of NATS JetStream")
     gateway.add_argument("--nats", default=_env("NATS", "nats://127.0.0.1:4222"), help="NATS URL [SIE_NATS]")

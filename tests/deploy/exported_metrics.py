@@ -21,6 +21,7 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_batch_items", HISTOGRAM, ("model",)),
     ("sie_batch_tokens", HISTOGRAM, ("model",)),
     ("sie_padding_ratio", HISTOGRAM, ("model",)),
+    ("sie_batch_seconds", HISTOGRAM, ("model",)),
     ("sie_real_tokens_total", COUNTER, ("model",)),
     ("sie_padded_tokens_total", COUNTER, ("model",)),
     ("sie_dropped_items_total", COUNTER, ("model",)),

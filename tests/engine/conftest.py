@@ -108,3 +108,4 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
     yield make
     for engine in engines:
         await engine.scheduler.stop()
+        engine.service.close()

@@ -12,6 +12,7 @@ import numpy as np
 
 from sie_server.adapters.base import Adapter, Tokens
 from sie_server.catalog.schema import ModelConfig, Profile
+from sie_server.errors import InvalidInput
 
 
 class FakeOutOfMemory(RuntimeError):
@@ -26,11 +27,21 @@ class Behaviour:
     resident_bytes: dict[str, int] = field(default_factory=dict)  # model id -> bytes after load
     load_delay_s: float = 0.0
     run_delay_s: float = 0.0
+    gate: threading.Event | None = None  # when set up, every batch waits for it to open
     fail_load: set[str] = field(default_factory=set)
     oom_above: dict[str, int] = field(default_factory=dict)  # model id -> largest batch that fits
+    bad_texts: set[str] = field(default_factory=set)  # tokenizing one of these raises InvalidInput
     loads: list[str] = field(default_factory=list)
+    tokenize_calls: list[int] = field(default_factory=list)  # texts per tokenizer call
     batches: list[tuple[str, list[int]]] = field(default_factory=list)  # (model, item lengths)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Weights:
+    """Stands in for a model's module tree: objects in a reference cycle (parent <-> child)."""
+
+    def __init__(self) -> None:
+        self.child = {"parent": self}
 
 
 class FakeAdapter(Adapter):
@@ -47,6 +58,7 @@ class FakeAdapter(Adapter):
         time.sleep(self.behaviour.load_delay_s)
         if self.config.id in self.behaviour.fail_load:
             raise OSError(f"simulated broken weights for {self.config.id}")
+        self.weights = Weights()
         self.loaded = True
 
     def unload(self) -> None:
@@ -56,6 +68,11 @@ class FakeAdapter(Adapter):
         return self.behaviour.resident_bytes.get(self.config.id, 0) if self.loaded else 0
 
     def tokenize_texts(self, texts: list[str]) -> list[Tokens]:
+        with self.behaviour.lock:
+            self.behaviour.tokenize_calls.append(len(texts))
+        bad = [t for t in texts if t in self.behaviour.bad_texts]
+        if bad:
+            raise InvalidInput(f"cannot tokenize {bad[0]!r}")
         return [Tokens(list(range(len(t.split()) + 2)), None, False) for t in texts]
 
     def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
@@ -64,6 +81,8 @@ class FakeAdapter(Adapter):
         if limit is not None and len(batch) > limit:
             raise FakeOutOfMemory()
         time.sleep(self.behaviour.run_delay_s)
+        if self.behaviour.gate is not None:
+            assert self.behaviour.gate.wait(30), "the test never opened the gate"
         with self.behaviour.lock:
             self.behaviour.batches.append((self.config.id, [t.length for t in batch]))
         return [{"dense": np.full(4, t.length, dtype=np.float32)} for t in batch]

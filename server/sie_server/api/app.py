@@ -115,6 +115,7 @@ def create_app(settings: Settings) -> FastAPI:
         for task in background:
             task.cancel()
         await state.scheduler.stop()
+        state.service.close()
         await state.generation.stop()
 
     app = FastAPI(title="SIE", version=__version__, lifespan=lifespan)

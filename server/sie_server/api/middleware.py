@@ -15,6 +15,9 @@ class RequestMetrics:
     def __init__(self, app: ASGIApp, state: ServerState):
         self.app = app
         self.state = state
+        # (model, task, status) -> its request counter and (model, task) latency histogram: the
+        # label lookups (validation and a lock each) done once, not on every request
+        self._series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
@@ -25,8 +28,11 @@ class RequestMetrics:
 
         async def capture(message: Message) -> None:
             if message["type"] == "http.response.start":
-                code = dict(message.get("headers", [])).get(b"x-sie-error-code")
-                outcome["status"] = code.decode() if code else ("ok" if message["status"] < 400 else "error")
+                if message["status"] < 400:
+                    outcome["status"] = "ok"
+                else:
+                    code = dict(message.get("headers", [])).get(b"x-sie-error-code")
+                    outcome["status"] = code.decode() if code else "error"
             await send(message)
 
         self.state.inflight += 1
@@ -37,9 +43,18 @@ class RequestMetrics:
             tags = scope.get("state") or {}
             model, task = tags.get("sie_model"), tags.get("sie_task")
             if model and task:
-                metrics = self.state.metrics
-                metrics.requests.labels(model, task, outcome["status"]).inc()
-                metrics.request_duration.labels(model, task).observe(time.perf_counter() - started)
+                requests, duration = self._series_for(model, task, outcome["status"])
+                requests.inc()
+                duration.observe(time.perf_counter() - started)
+
+    def _series_for(self, model: str, task: str, status: str) -> tuple[Any, Any]:
+        key = (model, task, status)
+        series = self._series.get(key)
+        if series is None:
+            metrics = self.state.metrics
+            series = (metrics.requests.labels(*key), metrics.request_duration.labels(model, task))
+            self._series[key] = series
+        return series
 
 
 class QueueOnly:

@@ -17,7 +17,7 @@ def quantize(vector: np.ndarray, dtype: str) -> np.ndarray:
     as sentence-transformers' quantize_embeddings does."""
     v = np.asarray(vector, dtype=np.float32)
     if dtype in ("float32", "float16"):
-        return v.astype(dtype)
+        return v.astype(dtype, copy=False)
     if dtype == "int8":
         return np.clip(np.rint(v * 127), -127, 127).astype(np.int8)
     if dtype == "uint8":

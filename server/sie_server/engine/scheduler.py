@@ -44,15 +44,24 @@ class WorkItem:
     enqueued_at: float = field(default_factory=time.monotonic)
     started_at: float = 0.0
     finished_at: float = 0.0
+    #: items of one group may share a batch: same model, same operation, same options
+    group: GroupKey = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.group = (self.model.id, self.operation, tuple(sorted(self.options.items())))
 
     @property
     def cost(self) -> int:
         return self.tokens.length
 
-    @property
-    def group(self) -> GroupKey:
-        """Items of one group may share a batch: same model, same operation, same options."""
-        return (self.model.id, self.operation, tuple(sorted(self.options.items())))
+
+def _timed_run(
+    adapter: Adapter, operation: str, batch: list[Tokens], options: dict[str, Any]
+) -> tuple[list[Any], float]:
+    """``adapter.run`` on the lane's thread, with the seconds it took there (queueing excluded)."""
+    started = time.perf_counter()
+    results = adapter.run(operation, batch, options)
+    return results, time.perf_counter() - started
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -105,13 +114,15 @@ class Scheduler:
             )
         for item in items:
             self._groups.setdefault(item.group, []).append(item)
-            self._count(item, +1)
+        self._count(items, +1)
         self._wake.set()
 
-    def _count(self, item: WorkItem, delta: int) -> None:
-        key = (item.model.id, item.priority)
-        self._waiting[key] += delta
-        self.metrics.queue_items.labels(*key).set(self._waiting[key])
+    def _count(self, items: list[WorkItem], delta: int) -> None:
+        """Items entering (+1) or leaving (-1) the queue; the gauge is set once per (model, class)."""
+        changed = Counter((item.model.id, item.priority) for item in items)
+        for key, n in changed.items():
+            self._waiting[key] += delta * n
+            self.metrics.queue_items.labels(*key).set(self._waiting[key])
 
     # ----- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -133,9 +144,10 @@ class Scheduler:
     def _drop_abandoned(self) -> None:
         for key, items in list(self._groups.items()):
             live = [i for i in items if not i.future.done()]
-            for gone in (i for i in items if i.future.done()):
+            if len(live) < len(items):
+                gone = [i for i in items if i.future.done()]
                 self._count(gone, -1)
-                self.metrics.dropped_items.labels(gone.model.id).inc()
+                self.metrics.dropped_items.labels(key[0]).inc(len(gone))
             if live:
                 self._groups[key] = live
             else:
@@ -170,6 +182,10 @@ class Scheduler:
         batch = form_batch(candidates, budget, profile.max_padding_ratio, profile.min_batch_tokens)
         return batch, budget, waiting
 
+    def _lane_free(self) -> bool:
+        """Whether some waiting class has its lane free (checked before planning, which walks the queue)."""
+        return any(n and self.policy.lane(p) not in self._running for (_, p), n in self._waiting.items())
+
     def _take(self, batch: list[WorkItem]) -> None:
         key = batch[0].group
         chosen = set(map(id, batch))
@@ -178,13 +194,12 @@ class Scheduler:
             self._groups[key] = rest
         else:
             del self._groups[key]
-        for item in batch:
-            self._count(item, -1)
+        self._count(batch, -1)
 
     async def _next_batch(self) -> list[WorkItem]:
         """Wait for work; hold a batch that is not full up to its model's ``max_batch_wait_ms``."""
         while True:
-            planned = self._plan()
+            planned = self._plan() if self._lane_free() else None
             if planned is None:
                 self._wake.clear()
                 await self._wake.wait()
@@ -229,9 +244,10 @@ class Scheduler:
         try:
             adapter = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s)
             started = time.monotonic()
+            queue_wait = self.metrics.queue_wait.labels(model_id, head.priority)  # one class per batch
             for item in batch:
                 item.started_at = started
-                self.metrics.queue_wait.labels(model_id, item.priority).observe(started - item.enqueued_at)
+                queue_wait.observe(started - item.enqueued_at)
             try:
                 results = await self._execute(adapter, batch, executor)
             except Exception as exc:
@@ -268,8 +284,8 @@ class Scheduler:
         head = batch[0]
         loop = asyncio.get_running_loop()
         try:
-            results: list[Any] = await loop.run_in_executor(
-                executor, adapter.run, head.operation, [i.tokens for i in batch], head.options
+            results, seconds = await loop.run_in_executor(
+                executor, _timed_run, adapter, head.operation, [i.tokens for i in batch], head.options
             )
         except Exception as exc:
             if not is_out_of_memory(exc):
@@ -281,11 +297,12 @@ class Scheduler:
             log.warning("%s: batch of %d ran out of memory; splitting", head.model.id, len(batch))
             first = await self._execute(adapter, batch[:middle], executor)
             return first + await self._execute(adapter, batch[middle:], executor)
-        self._observe(batch)
+        self._observe(batch, seconds)
         return results
 
-    def _observe(self, batch: list[WorkItem]) -> None:
+    def _observe(self, batch: list[WorkItem], seconds: float) -> None:
         model_id = batch[0].model.id
+        self.metrics.batch_seconds.labels(model_id).observe(seconds)
         real = sum(i.cost for i in batch)
         padded = padded_cost([i.cost for i in batch])
         self.metrics.batch_items.labels(model_id).observe(len(batch))

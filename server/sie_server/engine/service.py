@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -15,9 +15,11 @@ from sie_server.adapters.base import Adapter, Tokens
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.engine.scheduler import Scheduler, WorkItem
+from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import ErrorCode, InvalidInput, ModelNotFound, SIEError
 from sie_server.memory.pool import ModelPool
 
+In = TypeVar("In")
 SCORE_OUTPUT = {"bi_encoder": "dense", "maxsim": "multivector", "sparse_dot": "sparse"}
 
 
@@ -116,6 +118,11 @@ class InferenceService:
         self.pool = pool
         self.scheduler = scheduler
         self.load_timeout_s = load_timeout_s
+        self.tokenizer = TokenizerThread()
+
+    def close(self) -> None:
+        """Stop the tokenizer thread (after the jobs already handed to it)."""
+        self.tokenizer.stop()
 
     def resolve(self, model_id: str) -> ModelConfig:
         config = self.catalog.get(model_id)
@@ -173,7 +180,7 @@ class InferenceService:
         timing = Timing()
         adapter = await self._adapter(model, call)
         if task.mode == "cross_encoder":
-            tokens = await self._tokenize(timing, partial(adapter.tokenize_pairs, query.text, [i.text for i in items]))
+            tokens = await self._tokenize(timing, partial(adapter.tokenize_pairs, query.text), [i.text for i in items])
             values = await self._run(model, "score_pairs", tokens, {}, call, timing)
             scores = [float(v) for v in values]
             truncated = [i.id for i, t in zip(items, tokens, strict=True) if t.truncated]
@@ -222,7 +229,8 @@ class InferenceService:
                 raise InvalidInput(f"items[{i}] has no characters to extract from")
         timing = Timing()
         adapter = await self._adapter(model, call)
-        windows = await self._tokenize(timing, partial(adapter.windows, [i.text for i in items]))
+        # one call: each window names its item by position in the list the adapter was given
+        windows = await self._tokenize(timing, adapter.windows, [i.text for i in items], split=False)
         options = {"labels": tuple(labels), "threshold": task.threshold if threshold is None else threshold}
         found = await self._run(model, "extract", windows, options, call, timing)
         best: list[dict[tuple[int, int, str], dict[str, Any]]] = [{} for _ in items]
@@ -256,16 +264,15 @@ class InferenceService:
         if texts:
             text_tokens = await self._tokenize(
                 timing,
-                partial(
-                    adapter.encode_tokens, [inputs[k].text for k in texts], is_query=is_query, instruction=instruction
-                ),
+                partial(adapter.encode_tokens, is_query=is_query, instruction=instruction),
+                [inputs[k].text for k in texts],
             )
             options = {"output_types": output_types, "is_query": is_query}
             runs.append((texts, text_tokens, self._run(model, "encode", text_tokens, options, call, timing)))
         if images:
-            image_tokens = await self._tokenize(
-                timing, partial(adapter.image_tokens, [inputs[k].image or b"" for k in images])
-            )
+            # one call: an unreadable image is named by its position in the list
+            pictures = [inputs[k].image or b"" for k in images]
+            image_tokens = await self._tokenize(timing, adapter.image_tokens, pictures, split=False)
             options = {"output_types": output_types, "is_query": is_query, "modality": "image"}
             runs.append((images, image_tokens, self._run(model, "encode", image_tokens, options, call, timing)))
         results = await asyncio.gather(*(run for _, _, run in runs))
@@ -279,23 +286,30 @@ class InferenceService:
 
     @staticmethod
     async def _await(items: list[WorkItem], call: CallOptions) -> list[Any]:
-        gathered: asyncio.Future[list[Any]] = asyncio.gather(*(i.future for i in items))
+        """The items' results in order; CallerGone (and the items dropped) if the caller leaves first."""
+        single = len(items) == 1  # the common case under many clients: no gather around one future
+        answer: asyncio.Future[Any] = items[0].future if single else asyncio.gather(*(i.future for i in items))
         if call.disconnected is None:
-            return list(await gathered)
+            result = await answer
+            return [result] if single else list(result)
         watcher: asyncio.Future[Any] = asyncio.ensure_future(call.disconnected())
+        watcher.add_done_callback(lambda w: w.cancelled() or answer.cancel())  # gone: drop the queued items
         try:
-            done, _ = await asyncio.wait([gathered, watcher], return_when=asyncio.FIRST_COMPLETED)
+            result = await answer
+        except asyncio.CancelledError:
+            if watcher.done() and not watcher.cancelled():
+                raise CallerGone() from None
+            raise
         finally:
             watcher.cancel()
-        if gathered not in done:
-            gathered.cancel()
-            raise CallerGone()
-        return list(gathered.result())
+        return [result] if single else list(result)
 
-    @staticmethod
-    async def _tokenize(timing: Timing, fn: Callable[[], list[Tokens]]) -> list[Tokens]:
+    async def _tokenize(
+        self, timing: Timing, fn: Callable[[list[In]], list[Tokens]], inputs: list[In], *, split: bool = True
+    ) -> list[Tokens]:
+        """``fn(inputs)`` on the tokenizer thread (off the event loop); see ``TokenizerThread.run``."""
         started = time.perf_counter()
-        tokens = await asyncio.to_thread(fn)
+        tokens = await self.tokenizer.run(fn, inputs, split=split)
         timing.tokenization_ms += (time.perf_counter() - started) * 1000
         return tokens
 

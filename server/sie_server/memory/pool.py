@@ -20,6 +20,7 @@ from sie_server.catalog.schema import CpuPrecision, ModelConfig, Profile
 from sie_server.errors import ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
 from sie_server.memory.budget import Resident, eviction_plan
 from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
+from sie_server.memory.heap import freeze_long_lived, thawed
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,7 @@ class ModelPool:
             return
         slot.load_seconds = time.perf_counter() - started
         slot.adapter, slot.state = adapter, ModelState.LOADED
+        freeze_long_lived()  # the model's objects live as long as it does: out of the collector's way
         slot.resident_bytes = adapter.resident_bytes()
         slot.last_used = time.monotonic()
         self.metrics.model_load_seconds.labels(config.id).observe(slot.load_seconds)
@@ -254,8 +256,11 @@ class ModelPool:
         if slot is None or slot.state is not ModelState.LOADED or slot.adapter is None:
             return False
         log.info("evicting %s (%s, %s)", model_id, reason, _mib(slot.charge))
-        slot.adapter.unload()
-        slot.adapter, slot.loading, slot.state = None, None, ModelState.AVAILABLE
+        with thawed():  # its objects were frozen after the load: its reference cycles must be collectable
+            adapter, slot.adapter = slot.adapter, None
+            slot.loading, slot.state = None, ModelState.AVAILABLE
+            adapter.unload()
+            del adapter
         slot.resident_bytes = slot.reserve_bytes = 0
         self.metrics.model_evictions.labels(model_id, reason).inc()
         self.metrics.model_loaded.labels(model_id).set(0)

@@ -60,6 +60,13 @@ class Metrics:
             buckets=RATIO_BUCKETS,
             registry=r,
         )
+        self.batch_seconds = Histogram(
+            "sie_batch_seconds",
+            "Seconds a batch ran in its model (the forward pass, on the lane's thread)",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.real_tokens = Counter("sie_real_tokens", "Real tokens run", ["model"], registry=r)
         self.padded_tokens = Counter("sie_padded_tokens", "Tokens run including padding", ["model"], registry=r)
         self.dropped_items = Counter(
