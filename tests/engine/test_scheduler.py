@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sie_server.adapters.base import Tokens
+from sie_server.engine.scheduler import WorkItem
 from sie_server.errors import ModelLoadFailed, QueueFull, ResourceExhausted
 from tests.engine.conftest import EngineFactory, fake_config
 from tests.helpers.fake_adapter import Behaviour
@@ -163,3 +165,19 @@ async def test_failed_load_is_isolated_and_remembered(make_engine: EngineFactory
     engine.behaviour.fail_load.clear()
     engine.pool.reset(bad)
     assert await engine.encode(bad, ["x"]) == [3.0]
+
+
+async def test_the_next_batch_starts_before_the_last_ones_answers_are_sent(
+    make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    engine = make_engine(behaviour=Behaviour(run_delay_s=0.02))
+    model = fake_config("t/m", tmp_path / "m", max_batch_tokens=4)  # 3-token items: one per batch
+    await engine.encode(model, ["warm"])  # resident: batches are handed to the lane's thread at once
+    loop = asyncio.get_running_loop()
+    items = [WorkItem(model, "encode", Tokens([0, 1, 2], None, False), {}, loop.create_future()) for _ in range(2)]
+    queued_when_answered: list[int] = []
+    items[0].future.add_done_callback(lambda _: queued_when_answered.append(engine.scheduler.queued))
+    engine.scheduler.submit(items)
+    await asyncio.gather(*(i.future for i in items))
+    assert queued_when_answered == [0]  # the second batch had left the queue before the first answer went out
+    assert [lengths for _, lengths in engine.behaviour.batches[1:]] == [[3], [3]]

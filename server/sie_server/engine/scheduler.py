@@ -12,9 +12,10 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sie_server.adapters.base import Adapter, Tokens
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 QUEUE_FULL_RETRY_AFTER_S = 1.0
 OOM_RETRY_AFTER_S = 2.0
 GroupKey = tuple[str, str, Hashable]
+Running = asyncio.Future[tuple[list[Any], float]]  # a batch on its lane's thread: (results, seconds)
+Started = tuple[Adapter, Running]
 
 
 @dataclass(eq=False)
@@ -225,31 +228,51 @@ class Scheduler:
             batch = await self._next_batch()
             lane = self.policy.lane(batch[0].priority)
             self._running[lane] = batch
-            task = asyncio.get_running_loop().create_task(self._run_lane(lane, batch))
+            # started here, not held in a local: this loop must not keep the batch's adapter alive
+            task = asyncio.get_running_loop().create_task(
+                self._run_lane(lane, batch, self._start(batch, self._executors[lane]))
+            )
             self._lane_tasks.add(task)
             task.add_done_callback(self._lane_tasks.discard)
 
-    async def _run_lane(self, lane: str, batch: list[WorkItem]) -> None:
+    def _start(self, batch: list[WorkItem], executor: ThreadPoolExecutor) -> Started | None:
+        """Hand the batch to its lane's thread now when its model is resident (the lane task would
+        otherwise start it only after every callback already queued on the event loop, such as
+        the answers of the batch that just finished); None: the lane task loads the model first."""
+        adapter = self.pool.resident(batch[0].model)
+        return None if adapter is None else (adapter, self._submit(adapter, batch, executor))
+
+    async def _run_lane(self, lane: str, batch: list[WorkItem], started: Started | None) -> None:
+        deliver = None
         try:
-            await self._run(batch, self._executors[lane])
+            deliver = await self._run(batch, self._executors[lane], started)
         except Exception:  # the lane must outlive any batch
             log.exception("scheduler: unexpected failure around a batch")
         finally:
             del self._running[lane]
             self._wake.set()
+        if deliver is not None:  # after the wake-up: the next batch starts before these answers are sent
+            deliver()
 
-    async def _run(self, batch: list[WorkItem], executor: ThreadPoolExecutor) -> None:
+    async def _run(
+        self, batch: list[WorkItem], executor: ThreadPoolExecutor, started: Started | None
+    ) -> Callable[[], None]:
+        """Run the batch (loading its model first if needed); what sets its items' answers or errors."""
         head = batch[0]
         model_id = head.model.id
         try:
-            adapter = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s)
-            started = time.monotonic()
+            if started is None:
+                adapter = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s)
+                running = None
+            else:
+                adapter, running = started
+            started_at = time.monotonic()
             queue_wait = self.metrics.queue_wait.labels(model_id, head.priority)  # one class per batch
             for item in batch:
-                item.started_at = started
-                queue_wait.observe(started - item.enqueued_at)
+                item.started_at = started_at
+                queue_wait.observe(started_at - item.enqueued_at)
             try:
-                results = await self._execute(adapter, batch, executor)
+                results = await self._execute(adapter, batch, executor, running)
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise
@@ -257,36 +280,34 @@ class Scheduler:
                 log.warning("%s: one item ran out of memory; evicted %s and retrying once", model_id, evicted)
                 results = await self._execute(adapter, batch, executor)
         except SIEError as exc:
-            self._fail(batch, exc)
-            return
+            return partial(self._fail, batch, exc)
         except Exception as exc:
             if is_out_of_memory(exc):
-                self._fail(
-                    batch,
-                    ResourceExhausted(
-                        f"model {model_id} ran out of memory on a single item even after splitting the batch and "
-                        "evicting idle models; retry later or send shorter inputs",
-                        retry_after=OOM_RETRY_AFTER_S,
-                    ),
+                exhausted = ResourceExhausted(
+                    f"model {model_id} ran out of memory on a single item even after splitting the batch and "
+                    "evicting idle models; retry later or send shorter inputs",
+                    retry_after=OOM_RETRY_AFTER_S,
                 )
-                return
+                return partial(self._fail, batch, exhausted)
             log.exception("batch of %d for %s failed", len(batch), model_id)
-            self._fail(batch, InferenceError(f"model {model_id} failed on this batch ({type(exc).__name__})"))
-            return
-        finished = time.monotonic()
-        for item, result in zip(batch, results, strict=True):
-            item.finished_at = finished
-            if not item.future.done():
-                item.future.set_result(result)
+            failed = InferenceError(f"model {model_id} failed on this batch ({type(exc).__name__})")
+            return partial(self._fail, batch, failed)
+        return partial(self._succeed, batch, results)
 
-    async def _execute(self, adapter: Adapter, batch: list[WorkItem], executor: ThreadPoolExecutor) -> list[Any]:
-        """Run one batch; on out-of-memory split it in halves and run those, down to single items."""
+    def _submit(self, adapter: Adapter, batch: list[WorkItem], executor: ThreadPoolExecutor) -> Running:
         head = batch[0]
-        loop = asyncio.get_running_loop()
+        return asyncio.get_running_loop().run_in_executor(
+            executor, _timed_run, adapter, head.operation, [i.tokens for i in batch], head.options
+        )
+
+    async def _execute(
+        self, adapter: Adapter, batch: list[WorkItem], executor: ThreadPoolExecutor, running: Running | None = None
+    ) -> list[Any]:
+        """Run one batch (``running``: already handed to the lane's thread); on out-of-memory split it in
+        halves and run those, down to single items."""
+        head = batch[0]
         try:
-            results, seconds = await loop.run_in_executor(
-                executor, _timed_run, adapter, head.operation, [i.tokens for i in batch], head.options
-            )
+            results, seconds = await (running if running is not None else self._submit(adapter, batch, executor))
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -310,6 +331,14 @@ class Scheduler:
         self.metrics.padding_ratio.labels(model_id).observe(padded / max(real, 1))
         self.metrics.real_tokens.labels(model_id).inc(real)
         self.metrics.padded_tokens.labels(model_id).inc(padded)
+
+    @staticmethod
+    def _succeed(batch: list[WorkItem], results: list[Any]) -> None:
+        finished = time.monotonic()
+        for item, result in zip(batch, results, strict=True):
+            item.finished_at = finished
+            if not item.future.done():
+                item.future.set_result(result)
 
     @staticmethod
     def _fail(batch: list[WorkItem], exc: SIEError) -> None:

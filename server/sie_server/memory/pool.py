@@ -120,6 +120,14 @@ class ModelPool:
             slot.state, slot.error, slot.loading = ModelState.AVAILABLE, None, None
 
     # ----- acquiring ---------------------------------------------------------------------
+    def resident(self, config: ModelConfig) -> Adapter | None:
+        """The loaded adapter, without waiting; None when the model (with this config) is not loaded."""
+        slot = self._slots.get(config.id)
+        if slot is None or slot.config != config or slot.state is not ModelState.LOADED or slot.adapter is None:
+            return None
+        slot.last_used = time.monotonic()
+        return slot.adapter
+
     async def acquire(self, config: ModelConfig, *, wait: bool, timeout_s: float) -> Adapter:
         """The loaded adapter; starts the load if needed and waits for it when ``wait``."""
         slot = self.slot(config)
