@@ -33,6 +33,7 @@ class ForwardAlone:
     real_tokens: int
     padded_tokens: int
     seconds: float
+    other_cores: float = 0.0  # other processes' load while it ran (set by the caller)
 
     @property
     def ms_per_batch(self) -> float:

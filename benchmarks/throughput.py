@@ -376,8 +376,12 @@ def main() -> None:
     if args.forward_alone:
         if args.wait_quiet > 0:
             wait_quiet(args.wait_quiet)
+        meter = Meter()
+        meter.start()
         alone = forward_alone(texts, args.clients)
-        print(f"  ... forward alone (C-like batches, in-process): {alone.seconds:.1f}s")
+        meter.stop()
+        alone.other_cores = meter.other_cpu_s / meter.seconds
+        print(f"  ... forward alone (C-like batches, in-process): {alone.seconds:.1f}s (other {alone.other_cores:.2f})")
     base = runs[0]
     base.deltas = None
     peak = max(peak, matmul_peak_gflops(args.threads))  # again at the end; the best reading is kept
@@ -392,6 +396,8 @@ def main() -> None:
         for run in runs:
             print(f"  {run.label:34s} " + " ".join(f"{t:6.1f}" for t in run.times))
     disturbed = [run.key for run in runs if run.meter.other_cpu_s > DISTURBED_CORES * run.meter.seconds]
+    if alone is not None and alone.other_cores > DISTURBED_CORES:
+        disturbed.append("forward alone")
     if disturbed:
         print(
             f"\nWARNING: other processes used > {DISTURBED_CORES} cores during {', '.join(disturbed)}: "
