@@ -75,3 +75,8 @@ test-gateway: install-dev compat-venv
 
 clean:
 	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache
+
+## make sync-client: regenerate the SDK's blocking client (sdk/sie_sdk/_sync.py) from the asyncio one (_async.py)
+.PHONY: sync-client
+sync-client: | $(BIN)/python
+	$(BIN)/python scripts/gen_sync_client.py

@@ -1,3 +1,5 @@
+# Generated from sdk/sie_sdk/_async.py by scripts/gen_sync_client.py; do not edit.
+# Edit _async.py, then regenerate with `make sync-client`.
 """The blocking client: ``ClientCore`` plus ``httpx.Client.send`` and ``time.sleep``."""
 
 from __future__ import annotations
