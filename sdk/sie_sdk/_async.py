@@ -1,4 +1,7 @@
-"""The asyncio client: ``ClientCore`` plus ``httpx.AsyncClient.send`` and ``asyncio.sleep``."""
+"""The asyncio client: ``ClientCore`` plus ``httpx.AsyncClient.send`` and ``asyncio.sleep``.
+
+The blocking client, ``_sync.py``, is generated from this file: edit here, then run ``make sync-client``.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 # Generated from sdk/sie_sdk/_async.py by scripts/gen_sync_client.py; do not edit.
 # Edit _async.py, then regenerate with `make sync-client`.
-"""The blocking client: ``ClientCore`` plus ``httpx.Client.send`` and ``time.sleep``."""
+"""The blocking client: ``ClientCore`` plus ``httpx.Client.send`` and ``time.sleep``.
+
+Generated from ``_async.py`` by ``scripts/gen_sync_client.py``: edit that file, then run ``make sync-client``.
+"""
 
 from __future__ import annotations
 
