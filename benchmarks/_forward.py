@@ -74,6 +74,7 @@ def c_like_batches(
 def forward_alone(texts: list[str], clients: int) -> ForwardAlone:
     """Run the corpus as C-like batches through the server's MiniLM adapter in this process."""
     from sie_server.adapters import create_adapter
+    from sie_server.adapters.options import EncodeOptions
     from sie_server.catalog.loader import Catalog
 
     config = Catalog(REAL_CATALOG, {MINILM}).get(MINILM)
@@ -87,12 +88,12 @@ def forward_alone(texts: list[str], clients: int) -> ForwardAlone:
     plan = c_like_batches(
         lengths, clients, profile.max_batch_tokens, profile.max_padding_ratio, profile.min_batch_tokens
     )
-    adapter.run("encode", [tokens[i] for i in plan[0]], {})  # one untimed batch
+    adapter.run([tokens[i] for i in plan[0]], EncodeOptions())  # one untimed batch
     seconds = 0.0
     for positions in plan:
         batch = [tokens[i] for i in positions]
         started = time.perf_counter()
-        adapter.run("encode", batch, {})
+        adapter.run(batch, EncodeOptions())
         seconds += time.perf_counter() - started
     padded = sum(max(lengths[i] for i in b) * len(b) for b in plan)
     result = ForwardAlone(len(plan), len(texts), sum(lengths), padded, seconds)

@@ -39,6 +39,7 @@ from benchmarks.corpus import DEFAULT_COUNT, DEFAULT_SEED, build_corpus
 from sie_sdk import SIEClient
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.embedding import EmbeddingAdapter
+from sie_server.adapters.options import EncodeOptions
 from sie_server.adapters.precision import MIN_COSINE, PROBE_TEXTS, convert, cosines
 from sie_server.catalog.schema import ModelConfig
 from sie_server.cpu_features import NEEDS, RELEVANT_FLAGS, Precision, detect
@@ -100,7 +101,7 @@ def batches(tokens: list[Tokens], budget: int) -> list[list[int]]:
 def encode_corpus(adapter: EmbeddingAdapter, tokens: list[Tokens], plan: list[list[int]]) -> np.ndarray:
     vectors = np.zeros((len(tokens), 384), dtype=np.float32)
     for indices in plan:
-        for index, result in zip(indices, adapter.run("encode", [tokens[i] for i in indices], {}), strict=True):
+        for index, result in zip(indices, adapter.run([tokens[i] for i in indices], EncodeOptions()), strict=True):
             vectors[index] = result["dense"]
     return vectors
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sie_server.adapters.options import EncodeOptions, ExtractOptions, ScoreOptions, canonical_outputs
 from sie_server.catalog.loader import Catalog, parse_config_file
 from sie_server.catalog.schema import ModelConfig
 from tests.helpers.catalog import REAL_CATALOG
@@ -123,7 +124,7 @@ def _encode(adapter: Any, config: ModelConfig, is_query: bool = False) -> list[d
     assert config.tasks.encode is not None
     outputs = tuple(config.tasks.encode.output_types())
     batch = adapter.encode_tokens(TEXTS, is_query=is_query, instruction=None)
-    results: list[dict[str, Any]] = adapter.run("encode", batch, {"output_types": outputs, "is_query": is_query})
+    results: list[dict[str, Any]] = adapter.run(batch, EncodeOptions(canonical_outputs(outputs), is_query=is_query))
     assert len(results) == len(TEXTS)
     for result in results:
         assert set(outputs) <= set(result), f"{config.id}: asked for {outputs}, got {sorted(result)}"
@@ -191,12 +192,12 @@ def check_clip(adapter: Any, config: ModelConfig) -> None:
     for result in _encode(adapter, config):
         _dense(result["dense"], dim, True)
     images = adapter.image_tokens([png()])
-    [result] = adapter.run("encode", images, {"output_types": ("dense",), "is_query": False, "modality": "image"})
+    [result] = adapter.run(images, EncodeOptions(("dense",), modality="image"))
     _dense(result["dense"], dim, True)
 
 
 def check_cross_encoder(adapter: Any, config: ModelConfig) -> None:
-    scores = adapter.run("score_pairs", adapter.tokenize_pairs("invoice total", TEXTS), {})
+    scores = adapter.run(adapter.tokenize_pairs("invoice total", TEXTS), ScoreOptions())
     assert len(scores) == len(TEXTS)
     assert all(isinstance(s, float) and np.isfinite(s) for s in scores)
 
@@ -204,7 +205,7 @@ def check_cross_encoder(adapter: Any, config: ModelConfig) -> None:
 def check_gliner(adapter: Any, config: ModelConfig) -> None:
     windows = adapter.windows(["Acme Corp sent an invoice to the cafeteria."])
     assert windows
-    found = adapter.run("extract", windows, {"labels": ("company",), "threshold": 0.0})
+    found = adapter.run(windows, ExtractOptions(labels=("company",), threshold=0.0))
     assert len(found) == len(windows) and any(found)  # at threshold 0 a random model still proposes spans
     for window, entities in zip(windows, found, strict=True):
         text = window.data[2]

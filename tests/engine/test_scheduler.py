@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.options import EncodeOptions
 from sie_server.engine.scheduler import WorkItem
 from sie_server.errors import ModelLoadFailed, QueueFull, ResourceExhausted
 from tests.engine.conftest import EngineFactory, fake_config
@@ -174,7 +175,7 @@ async def test_the_next_batch_starts_before_the_last_ones_answers_are_sent(
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=4)  # 3-token items: one per batch
     await engine.encode(model, ["warm"])  # resident: batches are handed to the lane's thread at once
     loop = asyncio.get_running_loop()
-    items = [WorkItem(model, "encode", Tokens([0, 1, 2], None, False), {}, loop.create_future()) for _ in range(2)]
+    items = [WorkItem(model, Tokens([0, 1, 2], None, False), EncodeOptions(), loop.create_future()) for _ in range(2)]
     queued_when_answered: list[int] = []
     items[0].future.add_done_callback(lambda _: queued_when_answered.append(engine.scheduler.queued))
     engine.scheduler.submit(items)

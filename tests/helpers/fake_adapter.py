@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.base import ModelAdapter, Tokens
+from sie_server.adapters.encoder import TextEncoder
+from sie_server.adapters.options import EncodeOptions
 from sie_server.catalog.schema import ModelConfig, Profile
 from sie_server.errors import InvalidInput
 
@@ -44,9 +46,7 @@ class Weights:
         self.child = {"parent": self}
 
 
-class FakeAdapter(Adapter):
-    operations = frozenset({"encode"})
-
+class FakeAdapter(TextEncoder):
     def __init__(self, config: ModelConfig, profile: Profile, device: str, behaviour: Behaviour):
         super().__init__(config, profile, device)
         self.behaviour = behaviour
@@ -60,6 +60,9 @@ class FakeAdapter(Adapter):
             raise OSError(f"simulated broken weights for {self.config.id}")
         self.weights = Weights()
         self.loaded = True
+
+    def warmup(self) -> None:
+        """Nothing to warm up (and no batch recorded before the test's own)."""
 
     def unload(self) -> None:
         self.loaded = False
@@ -75,7 +78,7 @@ class FakeAdapter(Adapter):
             raise InvalidInput(f"cannot tokenize {bad[0]!r}")
         return [Tokens(list(range(len(t.split()) + 2)), None, False) for t in texts]
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
         assert self.loaded, "ran on an unloaded model"
         limit = self.behaviour.oom_above.get(self.config.id)
         if limit is not None and len(batch) > limit:
@@ -89,7 +92,7 @@ class FakeAdapter(Adapter):
 
 
 def fake_factory(behaviour: Behaviour) -> Any:
-    def make(config: ModelConfig, profile: Profile, device: str) -> Adapter:
+    def make(config: ModelConfig, profile: Profile, device: str) -> ModelAdapter:
         return FakeAdapter(config, profile, device, behaviour)
 
     return make

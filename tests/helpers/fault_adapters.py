@@ -15,6 +15,7 @@ from sie_server.adapters.base import Tokens
 from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
 from sie_server.adapters.embedding import EmbeddingAdapter
 from sie_server.adapters.llamacpp import LlamaCppAdapter, SeqBatch
+from sie_server.adapters.options import EncodeOptions
 
 SLOW_BATCH_S = 0.25
 SLOW_LOAD_S = 3.0
@@ -23,9 +24,9 @@ SLOW_LOAD_S = 3.0
 class SlowEmbedding(EmbeddingAdapter):
     """Every batch takes at least SLOW_BATCH_S, so work piles up behind it."""
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
         time.sleep(SLOW_BATCH_S)
-        return super().run(operation, batch, options)
+        return super().run(batch, options)
 
 
 class FlakyLoad(EmbeddingAdapter):
@@ -52,7 +53,7 @@ class EndlessSlowLM(CausalLMAdapter):
 class CrashingEmbedding(EmbeddingAdapter):
     """Kills its whole process the first time it runs a batch: the warm-up of its load (a poison model)."""
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
         os._exit(3)
 
 
@@ -71,8 +72,8 @@ class PerturbedInt8Embedding(EmbeddingAdapter):
     """Its int8 vectors are turned away from the true ones (cosine PERTURBED_COSINE at most), so that
     int8 fails the precision gate wherever the CPU supports it; other precisions are untouched."""
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        results = super().run(operation, batch, options)
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+        results = super().run(batch, options)
         if self.precision != "int8":
             return results
         rng = np.random.default_rng(0)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from sie_server.adapters.gliner import Window, merge_windows
+from sie_server.adapters.options import Span
+
 GLINER = "test/tiny-gliner"
 TEXT = "Invoice INV-2024-0117 from Acme Corp: total due 4,250.00 EUR by 31 March 2024."
 
@@ -65,3 +68,24 @@ def test_extract_errors(base_url: str, params: object, fragment: str) -> None:
 def test_text_without_characters(base_url: str) -> None:
     r = extract(base_url, {"items": [{"text": "   "}], "params": {"labels": ["company"]}})
     assert r.status_code == 400 and "no characters" in r.json()["detail"]["message"]
+
+
+def test_window_spans_merge_back_onto_their_texts() -> None:
+    """GLiNER's own merge: window offsets become text offsets, a span two overlapping windows both
+    found is kept once with its better score, and each text gets only its own windows' spans."""
+    text = "Acme Corp paid Beta Ltd"
+    windows = [Window(0, 0, "Acme Corp paid"), Window(0, 5, "Corp paid Beta Ltd"), Window(1, 0, "Beta Ltd")]
+    found: list[list[Span]] = [
+        [Span(text="Acme Corp", label="company", score=0.6, start=0, end=9)],
+        [
+            Span(text="Corp", label="company", score=0.9, start=0, end=4),  # the same span as text[5:9]...
+            Span(text="Beta Ltd", label="company", score=0.7, start=10, end=18),
+        ],
+        [Span(text="Beta Ltd", label="company", score=0.8, start=0, end=8)],
+    ]
+    found[0].append(Span(text="Corp", label="company", score=0.4, start=5, end=9))  # ...found again, worse
+    first, second = merge_windows(2, windows, found)
+    assert [(e["start"], e["end"], e["score"]) for e in first] == [(0, 9, 0.6), (5, 9, 0.9), (15, 23, 0.7)]
+    for entity in first:
+        assert text[entity["start"] : entity["end"]] == entity["text"] and entity["bbox"] is None
+    assert [(e["text"], e["start"], e["end"]) for e in second] == [("Beta Ltd", 0, 8)]

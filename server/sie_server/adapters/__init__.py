@@ -1,11 +1,14 @@
-"""Model families. ``create_adapter`` imports the family's module (and torch) only when needed."""
+"""Model families. ``create_adapter`` imports the family's module (and torch) only when needed.
+
+Every adapter is a ``ModelAdapter`` (base.py); it is also either an ``Encoder`` (encoder.py:
+batches the scheduler runs) or a ``Generator`` (generator.py: what the decode loop steps)."""
 
 from __future__ import annotations
 
 import importlib
 
 from sie_server.adapters.backends import effective_backend
-from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.base import ModelAdapter, Tokens
 from sie_server.catalog.schema import ModelConfig, Profile
 
 _FAMILIES: dict[str, tuple[str, str]] = {
@@ -20,7 +23,7 @@ _FAMILIES: dict[str, tuple[str, str]] = {
 }
 
 
-def create_adapter(config: ModelConfig, profile: Profile, device: str) -> Adapter:
+def create_adapter(config: ModelConfig, profile: Profile, device: str) -> ModelAdapter:
     """An adapter of the config's family, or of a custom class named ``package.module:Class``."""
     backend = effective_backend(config, profile) if config.adapter == "causal_lm" else "transformers"
     if backend == "sglang":
@@ -31,8 +34,8 @@ def create_adapter(config: ModelConfig, profile: Profile, device: str) -> Adapte
         module, name = _FAMILIES[config.adapter]
     else:
         module, name = config.adapter.split(":", 1)
-    cls: type[Adapter] = getattr(importlib.import_module(module), name)
+    cls: type[ModelAdapter] = getattr(importlib.import_module(module), name)
     return cls(config, profile, device)
 
 
-__all__ = ["Adapter", "Tokens", "create_adapter"]
+__all__ = ["ModelAdapter", "Tokens", "create_adapter"]

@@ -1,8 +1,9 @@
-"""The adapter contract: what a model family declares and the stages it implements.
+"""What every loaded model is, whatever it does: loaded onto a device, measured, unloaded.
 
-An adapter knows nothing about HTTP, queues or other models. The engine calls
-``tokenize_*`` off the event loop, then ``run`` with a batch of tokenized items
-that share one operation.
+Two families build on this base, each with its own interface: encoders (``adapters.encoder``:
+batches of tokenized items, one forward pass each, run by the scheduler) and generators
+(``adapters.generator``: the decode loop's prefill and step). An adapter knows nothing about
+HTTP, queues or other models.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class Tokens:
     input_ids: list[int]
     token_type_ids: list[int] | None
     truncated: bool
-    #: adapter-specific payload carried with the tokens (a text window and its offset, say)
+    #: adapter-specific payload carried with the tokens (an image's pixels, a text window and its offset)
     data: Any = None
 
     @property
@@ -31,11 +32,9 @@ class Tokens:
         return len(self.input_ids)
 
 
-class Adapter(ABC):
-    """One loaded model of one family. Subclasses implement the operations they declare."""
+class ModelAdapter(ABC):
+    """One loaded model: what the memory pool loads, measures, warms up and unloads."""
 
-    #: operations ``run`` accepts, e.g. {"encode"} or {"score_pairs"}
-    operations: frozenset[str] = frozenset()
     #: the runtime that runs the weights, as /v1/models shows it
     backend: str = "transformers"
     #: the precision chosen at load and why (set by adapters that run the precision gate)
@@ -66,29 +65,3 @@ class Adapter(ABC):
     @abstractmethod
     def resident_bytes(self) -> int:
         """Bytes of weights and buffers this model holds on its device."""
-
-    def format_text(self, text: str, *, is_query: bool, instruction: str | None) -> str:
-        """The text as the model expects it (prefixes, instruction template)."""
-        return text
-
-    def encode_tokens(self, texts: list[str], *, is_query: bool, instruction: str | None) -> list[Tokens]:
-        """Texts as tokens for ``encode``, in their query or document role."""
-        return self.tokenize_texts([self.format_text(t, is_query=is_query, instruction=instruction) for t in texts])
-
-    def tokenize_texts(self, texts: list[str]) -> list[Tokens]:
-        raise NotImplementedError(f"{type(self).__name__} does not tokenize single texts")
-
-    def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
-        raise NotImplementedError(f"{type(self).__name__} does not tokenize pairs")
-
-    def image_tokens(self, images: list[bytes]) -> list[Tokens]:
-        """Image-text models: each image decoded and preprocessed, its pixels in ``data``."""
-        raise NotImplementedError(f"{type(self).__name__} does not take images")
-
-    def windows(self, texts: list[str]) -> list[Tokens]:
-        """Span extractors: each text as windows, ``data`` = (item index, char offset, window text)."""
-        raise NotImplementedError(f"{type(self).__name__} does not extract spans")
-
-    @abstractmethod
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        """Run one batch; one result per item, in order."""

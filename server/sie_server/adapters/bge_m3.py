@@ -9,6 +9,8 @@ import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.encoder import TextEncoder
+from sie_server.adapters.options import EncodeOptions
 from sie_server.adapters.splade import to_sparse
 from sie_server.adapters.transformers_base import TransformersAdapter
 
@@ -19,8 +21,7 @@ def _linear(path: Path, hidden: int, out: int, dtype: torch.dtype, device: str) 
     return layer.to(device, dtype).eval()
 
 
-class BgeM3Adapter(TransformersAdapter):
-    operations = frozenset({"encode"})
+class BgeM3Adapter(TransformersAdapter, TextEncoder):
     sparse_linear: torch.nn.Linear | None = None
     colbert_linear: torch.nn.Linear | None = None
 
@@ -46,8 +47,8 @@ class BgeM3Adapter(TransformersAdapter):
         extra = sum(p.numel() * p.element_size() for m in heads for p in m.parameters())
         return super().resident_bytes() + extra
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        wanted = set(options.get("output_types", ("dense",)))
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+        wanted = set(options.output_types)
         inputs = self.pad(batch)
         results: list[dict[str, Any]] = [{} for _ in batch]
         with torch.inference_mode():

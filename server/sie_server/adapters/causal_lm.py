@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.base import Adapter, Tokens
 from sie_server.adapters.generator import Detokenizer, Generator, WindowDetokenizer
 from sie_server.adapters.transformers_base import DTYPES
 
@@ -40,9 +39,7 @@ def _left_pad(tensor: torch.Tensor, length: int, dim: int, value: float = 0) -> 
     return torch.cat([torch.full(shape, value, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
 
 
-class CausalLMAdapter(Adapter, Generator):
-    operations = frozenset({"generate"})
-
+class CausalLMAdapter(Generator):
     model: Any = None
     tokenizer: Any = None
     _cache_kwarg: str = "past_key_values"
@@ -182,6 +179,3 @@ class CausalLMAdapter(Adapter, Generator):
                 layer.values = layer.values[:, :, lead:, :]
             mask = mask[:, lead:]
         return DecodeBatch(batch.cache, mask)
-
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        raise ValueError("causal LMs generate through the decode loop, not one-shot batches")

@@ -10,6 +10,8 @@ import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.encoder import ImageEncoder
+from sie_server.adapters.options import EncodeOptions
 from sie_server.adapters.transformers_base import TransformersAdapter
 from sie_server.errors import InvalidInput
 
@@ -22,8 +24,7 @@ def _features(output: Any) -> torch.Tensor:
     return output if isinstance(output, torch.Tensor) else output.pooler_output
 
 
-class ClipAdapter(TransformersAdapter):
-    operations = frozenset({"encode"})
+class ClipAdapter(TransformersAdapter, ImageEncoder):
     processor: Any = None
 
     def _model_class(self) -> Any:
@@ -64,9 +65,9 @@ class ClipAdapter(TransformersAdapter):
             ids[row, : t.length] = torch.tensor(t.input_ids[:width], dtype=torch.long)
         return {"input_ids": ids.to(self.device)}
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
         with torch.inference_mode():
-            if options.get("modality") == "image":
+            if options.modality == "image":
                 pixels = torch.from_numpy(np.stack([t.data for t in batch])).to(self.device, self.model.dtype)
                 features = _features(self.model.get_image_features(pixel_values=pixels))
             else:
@@ -77,4 +78,4 @@ class ClipAdapter(TransformersAdapter):
         return [{"dense": v} for v in vectors]
 
     def warmup(self) -> None:
-        self.run("encode", self.tokenize_texts(["a photo of a cat"]), {})
+        self.run(self.tokenize_texts(["a photo of a cat"]), EncodeOptions())

@@ -10,6 +10,8 @@ import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.encoder import TextEncoder
+from sie_server.adapters.options import EncodeOptions
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
@@ -27,8 +29,7 @@ def _projection(weights: Path) -> torch.Tensor | None:
     return None
 
 
-class ColbertAdapter(TransformersAdapter):
-    operations = frozenset({"encode"})
+class ColbertAdapter(TransformersAdapter, TextEncoder):
     projection: torch.Tensor | None = None
 
     def _model_class(self) -> Any:
@@ -69,15 +70,15 @@ class ColbertAdapter(TransformersAdapter):
             out.append(Tokens(ids, None if tokens.token_type_ids is None else [0] * len(ids), truncated))
         return out
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
         inputs = self.pad(batch)  # a query's [MASK] padding is part of its tokens, so it is attended to
-        skip = set() if options.get("is_query") else self._skip  # punctuation is masked in documents only
+        skip = set() if options.is_query else self._skip  # punctuation is masked in documents only
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state
             if self.projection is not None:
                 hidden = hidden @ self.projection.T
             hidden = torch.nn.functional.normalize(hidden.float(), p=2, dim=-1).cpu().numpy()
-        results = []
+        results: list[dict[str, Any]] = []
         for row, tokens in enumerate(batch):
             keep = [i for i, t in enumerate(tokens.input_ids) if t not in skip]
             results.append({"multivector": hidden[row, keep].astype(np.float32)})

@@ -7,20 +7,18 @@ from typing import Any
 import torch
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.encoder import PairScorer
+from sie_server.adapters.options import ScoreOptions
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
-class CrossEncoderAdapter(TransformersAdapter):
-    operations = frozenset({"score_pairs"})
-
+class CrossEncoderAdapter(TransformersAdapter, PairScorer):
     def _model_class(self) -> Any:
         from transformers import AutoModelForSequenceClassification
 
         return AutoModelForSequenceClassification
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        if operation != "score_pairs":
-            raise ValueError(f"cross-encoder adapter cannot {operation}")
+    def run(self, batch: list[Tokens], options: ScoreOptions) -> list[float]:
         inputs = self.pad(batch)
         with torch.inference_mode():
             logits = self.model(**inputs).logits.float()

@@ -10,13 +10,13 @@ import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.encoder import TextEncoder
+from sie_server.adapters.options import EncodeOptions
 from sie_server.adapters.precision import apply_cpu_precision
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
-class EmbeddingAdapter(TransformersAdapter):
-    operations = frozenset({"encode"})
-
+class EmbeddingAdapter(TransformersAdapter, TextEncoder):
     def _model_class(self) -> Any:
         from transformers import AutoModel
 
@@ -28,7 +28,7 @@ class EmbeddingAdapter(TransformersAdapter):
 
     def probe_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """The precision gate's probe: one dense vector per text, as ``encode`` returns them."""
-        return np.stack([item["dense"] for item in self.run("encode", self.tokenize_texts(list(texts)), {})])
+        return np.stack([item["dense"] for item in self.run(self.tokenize_texts(list(texts)), EncodeOptions())])
 
     def format_text(self, text: str, *, is_query: bool, instruction: str | None) -> str:
         runtime = self.config.runtime
@@ -36,9 +36,7 @@ class EmbeddingAdapter(TransformersAdapter):
             return runtime.instruction_template.format(instruction=instruction, text=text)
         return (runtime.query_prefix if is_query else runtime.doc_prefix) + text
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        if operation != "encode":
-            raise ValueError(f"embedding adapter cannot {operation}")
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
         inputs = self.pad(batch)
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state

@@ -3,17 +3,20 @@
 The loop owns the batch and the sampling; a generator only renders prompts, runs the model on
 a batch (prefill, one-token decode steps), and turns tokens back into text. Two implementations:
 transformers (``causal_lm``, a KV cache in torch tensors) and llama.cpp (``llamacpp``, one
-context whose KV cache holds every sequence under its own id).
+context whose KV cache holds every sequence under its own id). A ``StreamingGenerator``
+(SGLang) batches and decodes on its own: the engine only hands it prompts and reads its stream.
 """
 
 from __future__ import annotations
 
 import codecs
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol
 
 import torch
+
+from sie_server.adapters.base import ModelAdapter
 
 
 class Detokenizer(ABC):
@@ -69,7 +72,7 @@ class ByteDetokenizer(Detokenizer):
         return str(self._utf8.decode(b"", final=True))
 
 
-class Generator(ABC):
+class Generator(ModelAdapter):
     """What the decode loop needs from a loaded causal LM. ``Batch`` is the implementation's own
     handle on the running rows (a KV cache and mask, or a list of sequence ids)."""
 
@@ -104,5 +107,32 @@ class Generator(ABC):
     def keep(self, batch: Any, rows: list[int]) -> Any | None:
         """The batch with only ``rows`` (in that order), freeing the others; None when none is left."""
 
-    def discard(self, batch: Any) -> None:  # noqa: B027 - torch batches are freed by the garbage collector
+    def discard(self, batch: Any) -> None:
         """Free every row of a batch that is abandoned (the loop failed or stopped)."""
+
+
+class Sampling(Protocol):
+    """How one sequence is sampled (the engine's ``SamplingParams``)."""
+
+    @property
+    def max_new_tokens(self) -> int: ...
+
+    @property
+    def temperature(self) -> float: ...
+
+    @property
+    def top_p(self) -> float: ...
+
+    @property
+    def stop(self) -> Sequence[str]: ...
+
+    @property
+    def seed(self) -> int | None: ...
+
+
+class StreamingGenerator(Generator):
+    """A generator whose runtime batches and decodes by itself; the engine's decode loop is not used."""
+
+    @abstractmethod
+    def stream(self, prompt_ids: list[int], params: Sampling) -> AsyncIterator[tuple[str, str | None, int]]:
+        """(text delta, finish reason once finished, completion tokens so far) as the runtime produces them."""

@@ -1,7 +1,8 @@
 """GLiNER entity extraction: labels from the request, spans with character offsets.
 
 Long texts are cut into overlapping windows of words; each window is one queued item (its
-cost is its real token count) and the service maps spans back and merges duplicates.
+cost is its real token count), and ``merge`` maps the windows' spans back onto their text and
+drops the duplicates that overlapping windows find twice.
 """
 
 from __future__ import annotations
@@ -10,16 +11,25 @@ import bisect
 import gc
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.base import Tokens
+from sie_server.adapters.encoder import SpanExtractor
+from sie_server.adapters.options import Entity, ExtractOptions, Span
 
 _WORD = re.compile(r"\S+")
 OVERLAP_WORDS = 32
 
 
-class GlinerAdapter(Adapter):
-    operations = frozenset({"extract"})
+class Window(NamedTuple):
+    """A window's place in the request: which text it is from, where it starts there, and its text."""
+
+    item: int
+    offset: int
+    text: str
+
+
+class GlinerAdapter(SpanExtractor):
     model: Any = None
 
     def load(self, weights: Path) -> None:
@@ -39,7 +49,7 @@ class GlinerAdapter(Adapter):
         return sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
 
     def warmup(self) -> None:
-        self.run("extract", self.windows(["Acme Corp sent an invoice."]), {"labels": ("company",), "threshold": 0.5})
+        self.run(self.windows(["Acme Corp sent an invoice."]), ExtractOptions(labels=("company",), threshold=0.5))
 
     def _token_budget(self) -> int:
         """Subword tokens a window may hold: the backbone's positions less room for the label prompt."""
@@ -52,7 +62,7 @@ class GlinerAdapter(Adapter):
         """Each text as windows of at most ``window_words`` words that also fit the backbone in
         subword tokens, consecutive windows overlapping by OVERLAP_WORDS words (a quarter of a window at most).
 
-        ``data`` is (item index, character offset of the window, window text)."""
+        ``data`` is a ``Window``: (item index, character offset of the window, window text)."""
         out: list[Tokens] = []
         tokenizer = self.model.data_processor.transformer_tokenizer
         budget = self._token_budget()
@@ -70,7 +80,7 @@ class GlinerAdapter(Adapter):
                 begin, end = words[first].start(), words[last - 1].end()
                 window = text[begin:end]
                 ids = tokenizer(window, add_special_tokens=True)["input_ids"]
-                out.append(Tokens(list(ids), None, last - first < len(words), (index, begin, window)))
+                out.append(Tokens(list(ids), None, last - first < len(words), Window(index, begin, window)))
                 if last == len(words):
                     break
                 first = max(first + 1, last - min(OVERLAP_WORDS, (last - first) // 4))
@@ -80,21 +90,35 @@ class GlinerAdapter(Adapter):
     def _count(token_starts: list[int], begin: int, end: int) -> int:
         return bisect.bisect_left(token_starts, end) - bisect.bisect_left(token_starts, begin)
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        texts = [t.data[2] for t in batch]
+    def run(self, batch: list[Tokens], options: ExtractOptions) -> list[list[Span]]:
+        texts = [t.data.text for t in batch]
         found = self.model.inference(
-            texts, list(options["labels"]), threshold=options["threshold"], flat_ner=True, batch_size=len(texts)
+            texts, list(options.labels), threshold=options.threshold, flat_ner=True, batch_size=len(texts)
         )
         return [
             [
-                {
-                    "text": e["text"],
-                    "label": e["label"],
-                    "score": float(e["score"]),
-                    "start": e["start"],
-                    "end": e["end"],
-                }
+                Span(text=e["text"], label=e["label"], score=float(e["score"]), start=e["start"], end=e["end"])
                 for e in entities
             ]
             for entities in found
         ]
+
+    def merge(self, texts: int, windows: list[Tokens], found: list[list[Span]]) -> list[list[Entity]]:
+        return merge_windows(texts, [w.data for w in windows], found)
+
+
+def merge_windows(texts: int, windows: list[Window], found: list[list[Span]]) -> list[list[Entity]]:
+    """Each text's entities from its windows' spans: offsets moved from the window to the text, a span
+    that overlapping windows both found (same start, end and label) kept once with its higher score,
+    sorted by start and then best first."""
+    best: list[dict[tuple[int, int, str], Entity]] = [{} for _ in range(texts)]
+    for window, spans in zip(windows, found, strict=True):
+        for span in spans:
+            start, end = span["start"] + window.offset, span["end"] + window.offset
+            key = (start, end, span["label"])
+            kept = best[window.item].get(key)
+            if kept is None or kept["score"] < span["score"]:
+                best[window.item][key] = Entity(
+                    text=span["text"], label=span["label"], score=span["score"], start=start, end=end, bbox=None
+                )
+    return [sorted(spans.values(), key=lambda e: (e["start"], -e["score"])) for spans in best]

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from sie_server.adapters.base import Adapter, Tokens
 from sie_server.adapters.generator import ByteDetokenizer, Detokenizer, Generator
 from sie_server.adapters.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
 from sie_server.errors import ModelLoadFailed
@@ -52,8 +51,7 @@ def check_gguf(path: Path) -> None:
         raise ModelLoadFailed(f"{path} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
 
 
-class LlamaCppAdapter(Adapter, Generator):
-    operations = frozenset({"generate"})
+class LlamaCppAdapter(Generator):
     backend = "llamacpp"
 
     _model: Any = None
@@ -159,9 +157,6 @@ class LlamaCppAdapter(Adapter, Generator):
         batch, _ = self.prefill([self.prompt_ids("hello", None)])
         self.decode(batch, [self._first_eos()], [len(self.prompt_ids("hello", None))])
         self.discard(batch)
-
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
-        raise ValueError("causal LMs generate through the decode loop, not one-shot batches")
 
     # ----- prompts and text ---------------------------------------------------------------------
     def prompt_ids(self, prompt: str | None, messages: list[dict[str, str]] | None) -> list[int]:

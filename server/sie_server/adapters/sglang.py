@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from sie_server.adapters.causal_lm import CausalLMAdapter
+from sie_server.adapters.generator import Sampling, StreamingGenerator
 from sie_server.memory.estimate import activation_reserve, weights_bytes
 
 
-class SglangAdapter(CausalLMAdapter):
+class SglangAdapter(CausalLMAdapter, StreamingGenerator):
+    """SGLang batches and decodes by itself: the tokenizer and prompt rendering come from
+    ``CausalLMAdapter``, the tokens from SGLang's own stream."""
+
     engine: Any = None
-    streams_natively = True
     backend = "sglang"
 
     def load(self, weights: Path) -> None:
@@ -60,9 +63,9 @@ class SglangAdapter(CausalLMAdapter):
     def warmup(self) -> None:  # SGLang warms itself up when its engine starts
         return None
 
-    async def stream(self, prompt_ids: list[int], params: Any) -> AsyncIterator[tuple[str, str | None, int]]:
+    async def stream(self, prompt_ids: list[int], params: Sampling) -> AsyncIterator[tuple[str, str | None, int]]:
         """(text delta, finish reason once finished, completion tokens so far) as SGLang produces them."""
-        sampling = {
+        sampling: dict[str, Any] = {
             "max_new_tokens": params.max_new_tokens,
             "temperature": params.temperature,
             "top_p": params.top_p,

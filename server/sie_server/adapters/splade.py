@@ -8,6 +8,8 @@ import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
+from sie_server.adapters.encoder import TextEncoder
+from sie_server.adapters.options import EncodeOptions
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
@@ -17,9 +19,7 @@ def to_sparse(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return indices, weights[indices].astype(np.float32)
 
 
-class SpladeAdapter(TransformersAdapter):
-    operations = frozenset({"encode"})
-
+class SpladeAdapter(TransformersAdapter, TextEncoder):
     def _model_class(self) -> Any:
         from transformers import AutoModelForMaskedLM
 
@@ -29,7 +29,7 @@ class SpladeAdapter(TransformersAdapter):
         runtime = self.config.runtime
         return (runtime.query_prefix if is_query else runtime.doc_prefix) + text
 
-    def run(self, operation: str, batch: list[Tokens], options: dict[str, Any]) -> list[Any]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
         inputs = self.pad(batch)
         with torch.inference_mode():
             logits = self.model(**inputs).logits

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import gc
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
 import torch
 from tokenizers import Encoding, Tokenizer
 
-from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.base import ModelAdapter, Tokens
 from sie_server.adapters.precision import packed_bytes
 from sie_server.cpu_features import Precision
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-class TransformersAdapter(Adapter):
-    """Loads a fast tokenizer and a ``transformers`` model; subclasses choose the model class."""
+class TransformersAdapter(ModelAdapter):
+    """Loads a fast tokenizer and a ``transformers`` model; subclasses choose the model class and
+    the family interface (``TextEncoder``, ``PairScorer``...) whose ``run`` they implement."""
 
     model: Any = None
     #: what the CPU precision gate converted ``model`` to (fp32: not converted; the profile's dtype applies)
@@ -28,8 +30,9 @@ class TransformersAdapter(Adapter):
     _special_ids: frozenset[int] = frozenset()
     max_length: int = 0
 
+    @abstractmethod
     def _model_class(self) -> Any:
-        raise NotImplementedError
+        """The ``transformers`` auto class that loads this family's weights."""
 
     def load(self, weights: Path) -> None:
         from transformers import AutoTokenizer
@@ -57,12 +60,6 @@ class TransformersAdapter(Adapter):
         self._uses_token_types = "token_type_ids" in fast.model_input_names
         self._special_ids = frozenset(int(i) for i in fast.all_special_ids)
         self.model = model
-
-    def warmup(self) -> None:
-        operation = next(iter(sorted(self.operations)))
-        text = "warm up the kernels " * 4
-        batch = self.tokenize_pairs(text, [text]) if operation == "score_pairs" else self.tokenize_texts([text])
-        self.run(operation, batch * 2, {})
 
     def unload(self) -> None:
         """Drop the weights; the tokenizer stays (it is small and requests in flight may still use it)."""

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.generator import Detokenizer, Generator
+from sie_server.adapters.base import ModelAdapter
+from sie_server.adapters.generator import Detokenizer, Generator, StreamingGenerator
 from sie_server.catalog.schema import ModelConfig
 from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
@@ -109,6 +110,13 @@ def sample(logits: torch.Tensor, rows: list[Sequence]) -> list[int]:
     return [int(t) for t in chosen.tolist()]
 
 
+def generator(model: ModelConfig, adapter: ModelAdapter) -> Generator:
+    """The loaded model as a generator; an encoder's model is the caller's mistake (400)."""
+    if not isinstance(adapter, Generator):
+        raise InvalidInput(f"model {model.id} does not support generate")
+    return adapter
+
+
 def _join(adapter: Generator, batch: Any, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
     """Prefill new sequences and merge them into the running batch, on the decode thread: every tensor
     operation of a model stays on one thread (one OpenMP team, not one per calling thread)."""
@@ -155,9 +163,7 @@ class DecodeLoop:
         adapter: Generator | None = None
         try:
             while self.waiting or self.active:
-                acquired = await self.pool.acquire(self.config, wait=True, timeout_s=300)
-                assert isinstance(acquired, Generator)
-                adapter = acquired
+                adapter = generator(self.config, await self.pool.acquire(self.config, wait=True, timeout_s=300))
                 self._drop_cancelled()
                 joining = self._admit(adapter)
                 if joining:
@@ -277,9 +283,7 @@ class GenerationService:
         params: SamplingParams,
         wait_for_load: bool,
     ) -> tuple[Sequence, Generator]:
-        adapter = await self.pool.acquire(model, wait=wait_for_load, timeout_s=self.load_timeout_s)
-        if not isinstance(adapter, Generator):
-            raise InvalidInput(f"model {model.id} does not support generate")
+        adapter = generator(model, await self.pool.acquire(model, wait=wait_for_load, timeout_s=self.load_timeout_s))
         ids = await asyncio.to_thread(adapter.prompt_ids, prompt, messages)
         if not ids:
             raise InvalidInput("the prompt is empty")
@@ -295,7 +299,7 @@ class GenerationService:
                 f"prompt + max_new_tokens is {total} tokens; model {model.id} serves at most {budget} per sequence"
             )
         seq = Sequence(ids, params)
-        if getattr(adapter, "streams_natively", False):  # SGLang batches and decodes on its own
+        if isinstance(adapter, StreamingGenerator):  # SGLang batches and decodes on its own
             task = asyncio.get_running_loop().create_task(self._native(adapter, seq))
             self._native_tasks.add(task)
             task.add_done_callback(self._native_tasks.discard)
@@ -311,7 +315,7 @@ class GenerationService:
         return seq, adapter
 
     @staticmethod
-    async def _native(adapter: Any, seq: Sequence) -> None:
+    async def _native(adapter: StreamingGenerator, seq: Sequence) -> None:
         try:
             async for delta, reason, completion in adapter.stream(seq.prompt_ids, seq.params):
                 if seq.cancelled:

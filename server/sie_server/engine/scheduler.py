@@ -12,26 +12,28 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.base import ModelAdapter, Tokens
+from sie_server.adapters.encoder import Encoder
+from sie_server.adapters.options import BatchOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.engine.batching import form_batch, padded_cost
 from sie_server.engine.policy import PRIORITIES, PriorityPolicy
-from sie_server.errors import InferenceError, QueueFull, ResourceExhausted, SIEError
+from sie_server.errors import InferenceError, InvalidInput, QueueFull, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 QUEUE_FULL_RETRY_AFTER_S = 1.0
 OOM_RETRY_AFTER_S = 2.0
-GroupKey = tuple[str, str, Hashable]
+GroupKey = tuple[str, BatchOptions]
 Running = asyncio.Future[tuple[list[Any], float]]  # a batch on its lane's thread: (results, seconds)
-Started = tuple[Adapter, Running]
+Started = tuple[Encoder[Any], Running]
 
 
 @dataclass(eq=False)
@@ -39,32 +41,35 @@ class WorkItem:
     """One input of one request, waiting to be run as part of some batch."""
 
     model: ModelConfig
-    operation: str
     tokens: Tokens
-    options: dict[str, Any]
+    #: what the batch is run with; its type says which forward pass (encode, score, extract)
+    options: BatchOptions
     future: asyncio.Future[Any]
     priority: str = "interactive"
     enqueued_at: float = field(default_factory=time.monotonic)
     started_at: float = 0.0
     finished_at: float = 0.0
-    #: items of one group may share a batch: same model, same operation, same options
+    #: items of one group may share a batch: same model, same options
     group: GroupKey = field(init=False)
 
     def __post_init__(self) -> None:
-        self.group = (self.model.id, self.operation, tuple(sorted(self.options.items())))
+        self.group = (self.model.id, self.options)
 
     @property
     def cost(self) -> int:
         return self.tokens.length
 
 
-def _timed_run(
-    adapter: Adapter, operation: str, batch: list[Tokens], options: dict[str, Any]
-) -> tuple[list[Any], float]:
+def _timed_run(adapter: Encoder[Any], batch: list[Tokens], options: BatchOptions) -> tuple[list[Any], float]:
     """``adapter.run`` on the lane's thread, with the seconds it took there (queueing excluded)."""
     started = time.perf_counter()
-    results = adapter.run(operation, batch, options)
+    results = adapter.run(batch, options)
     return results, time.perf_counter() - started
+
+
+def batch_runner(adapter: ModelAdapter, head: WorkItem) -> Encoder[Any] | None:
+    """The model as the encoder that runs this batch; None for a model of another family (a generator)."""
+    return adapter if isinstance(adapter, Encoder) and adapter.accepts(head.options) else None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -240,7 +245,8 @@ class Scheduler:
         otherwise start it only after every callback already queued on the event loop, such as
         the answers of the batch that just finished); None: the lane task loads the model first."""
         adapter = self.pool.resident(batch[0].model)
-        return None if adapter is None else (adapter, self._submit(adapter, batch, executor))
+        encoder = None if adapter is None else batch_runner(adapter, batch[0])
+        return None if encoder is None else (encoder, self._submit(encoder, batch, executor))
 
     async def _run_lane(self, lane: str, batch: list[WorkItem], started: Started | None) -> None:
         deliver = None
@@ -262,8 +268,11 @@ class Scheduler:
         model_id = head.model.id
         try:
             if started is None:
-                adapter = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s)
-                running = None
+                acquired = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s)
+                runner = batch_runner(acquired, head)
+                if runner is None:
+                    raise InvalidInput(f"model {model_id} does not support {head.options.task}")
+                adapter, running = runner, None
             else:
                 adapter, running = started
             started_at = time.monotonic()
@@ -294,14 +303,17 @@ class Scheduler:
             return partial(self._fail, batch, failed)
         return partial(self._succeed, batch, results)
 
-    def _submit(self, adapter: Adapter, batch: list[WorkItem], executor: ThreadPoolExecutor) -> Running:
-        head = batch[0]
+    def _submit(self, adapter: Encoder[Any], batch: list[WorkItem], executor: ThreadPoolExecutor) -> Running:
         return asyncio.get_running_loop().run_in_executor(
-            executor, _timed_run, adapter, head.operation, [i.tokens for i in batch], head.options
+            executor, _timed_run, adapter, [i.tokens for i in batch], batch[0].options
         )
 
     async def _execute(
-        self, adapter: Adapter, batch: list[WorkItem], executor: ThreadPoolExecutor, running: Running | None = None
+        self,
+        adapter: Encoder[Any],
+        batch: list[WorkItem],
+        executor: ThreadPoolExecutor,
+        running: Running | None = None,
     ) -> list[Any]:
         """Run one batch (``running``: already handed to the lane's thread); on out-of-memory split it in
         halves and run those, down to single items."""

@@ -5,13 +5,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
 
-from sie_server.adapters.base import Adapter, Tokens
+from sie_server.adapters.base import ModelAdapter, Tokens
+from sie_server.adapters.encoder import ImageEncoder, PairScorer, SpanExtractor, TextEncoder
+from sie_server.adapters.options import (
+    BatchOptions,
+    EncodeOptions,
+    Entity,
+    ExtractOptions,
+    OutputType,
+    ScoreOptions,
+    canonical_outputs,
+)
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.engine.scheduler import Scheduler, WorkItem
@@ -20,7 +30,7 @@ from sie_server.errors import ErrorCode, InvalidInput, ModelNotFound, SIEError
 from sie_server.memory.pool import ModelPool
 
 In = TypeVar("In")
-SCORE_OUTPUT = {"bi_encoder": "dense", "maxsim": "multivector", "sparse_dot": "sparse"}
+SCORE_OUTPUT: dict[str, OutputType] = {"bi_encoder": "dense", "maxsim": "multivector", "sparse_dot": "sparse"}
 
 
 def similarity(kind: str, query: Any, item: Any) -> float:
@@ -40,6 +50,11 @@ def maxsim(query: np.ndarray, document: np.ndarray) -> float:
     if len(query) == 0 or len(document) == 0:
         return 0.0
     return float((query @ document.T).max(axis=1).sum())
+
+
+def unsupported(model: ModelConfig, task: str) -> InvalidInput:
+    """A task the loaded model's family does not do (the catalog declared it, the adapter disagrees)."""
+    return InvalidInput(f"model {model.id} does not support {task} (its adapter is {model.adapter})")
 
 
 @dataclass(frozen=True)
@@ -91,7 +106,7 @@ class ScoreOutcome:
 class ExtractOutcome:
     model: str
     ids: list[str]
-    entities: list[list[dict[str, Any]]]
+    entities: list[list[Entity]]
     timing: Timing
 
 
@@ -152,9 +167,10 @@ class InferenceService:
             )
         timing = Timing()
         adapter = await self._adapter(model, call)
-        results, tokens = await self._encode_inputs(
-            model, adapter, items, tuple(output_types), is_query, instruction, call, timing
-        )
+        if not isinstance(adapter, TextEncoder):
+            raise unsupported(model, "encode")
+        options = EncodeOptions(output_types=canonical_outputs(output_types), is_query=is_query)
+        results, tokens = await self._encode_inputs(model, adapter, items, options, instruction, call, timing)
         outputs = [{k: v for k, v in r.items() if k in output_types} for r in results]
         return EncodeOutcome(
             model=model.id,
@@ -178,18 +194,24 @@ class InferenceService:
         if task is None:
             raise InvalidInput(f"model {model.id} does not support score (its tasks: {model.tasks.names()})")
         timing = Timing()
-        adapter = await self._adapter(model, call)
         if task.mode == "cross_encoder":
-            tokens = await self._tokenize(timing, partial(adapter.tokenize_pairs, query.text), [i.text for i in items])
-            values = await self._run(model, "score_pairs", tokens, {}, call, timing)
+            scorer = await self._adapter(model, call)
+            if not isinstance(scorer, PairScorer):
+                raise unsupported(model, "score")
+            tokens = await self._tokenize(timing, partial(scorer.tokenize_pairs, query.text), [i.text for i in items])
+            values = await self._run(model, tokens, ScoreOptions(), call, timing)
             scores = [float(v) for v in values]
             truncated = [i.id for i, t in zip(items, tokens, strict=True) if t.truncated]
             prompt_tokens = sum(t.length for t in tokens)
         else:  # computed from the encode outputs of the query and of each item
             kind = SCORE_OUTPUT[task.mode]
+            encoder = await self._adapter(model, call)
+            if not isinstance(encoder, TextEncoder):
+                raise unsupported(model, "score")
+            queries, documents = EncodeOptions((kind,), is_query=True), EncodeOptions((kind,), is_query=False)
             (q_out, q_tokens), (d_out, d_tokens) = await asyncio.gather(
-                self._encode_inputs(model, adapter, [query], (kind,), True, instruction, call, timing),
-                self._encode_inputs(model, adapter, items, (kind,), False, None, call, timing),
+                self._encode_inputs(model, encoder, [query], queries, instruction, call, timing),
+                self._encode_inputs(model, encoder, items, documents, None, call, timing),
             )
             scores = [similarity(kind, q_out[0][kind], d[kind]) for d in d_out]
             truncated = [i.id for i, t in zip([query, *items], q_tokens + d_tokens, strict=True) if t.truncated]
@@ -229,28 +251,21 @@ class InferenceService:
                 raise InvalidInput(f"items[{i}] has no characters to extract from")
         timing = Timing()
         adapter = await self._adapter(model, call)
+        if not isinstance(adapter, SpanExtractor):
+            raise unsupported(model, "extract")
         # one call: each window names its item by position in the list the adapter was given
         windows = await self._tokenize(timing, adapter.windows, [i.text for i in items], split=False)
-        options = {"labels": tuple(labels), "threshold": task.threshold if threshold is None else threshold}
-        found = await self._run(model, "extract", windows, options, call, timing)
-        best: list[dict[tuple[int, int, str], dict[str, Any]]] = [{} for _ in items]
-        for window, spans in zip(windows, found, strict=True):
-            index, offset, _ = window.data
-            for span in spans:
-                start, end = span["start"] + offset, span["end"] + offset
-                key = (start, end, span["label"])
-                if key not in best[index] or best[index][key]["score"] < span["score"]:
-                    best[index][key] = {**span, "start": start, "end": end, "bbox": None}
-        entities = [sorted(spans.values(), key=lambda e: (e["start"], -e["score"])) for spans in best]
+        options = ExtractOptions(labels=tuple(labels), threshold=task.threshold if threshold is None else threshold)
+        found = await self._run(model, windows, options, call, timing)
+        entities = adapter.merge(len(items), windows, found)
         return ExtractOutcome(model.id, [i.id for i in items], entities, timing)
 
     async def _encode_inputs(
         self,
         model: ModelConfig,
-        adapter: Adapter,
+        adapter: TextEncoder,
         inputs: list[TextInput],
-        output_types: tuple[str, ...],
-        is_query: bool,
+        options: EncodeOptions,
         instruction: str | None,
         call: CallOptions,
         timing: Timing,
@@ -258,30 +273,32 @@ class InferenceService:
         """Encode outputs and tokens per input, in input order; texts and images run as separate groups."""
         images = [k for k, i in enumerate(inputs) if i.image is not None]
         texts = [k for k, i in enumerate(inputs) if i.image is None]
+        imager = adapter if isinstance(adapter, ImageEncoder) else None
+        if images and imager is None:
+            raise InvalidInput(f"model {model.id} takes text only, not images")
         tokens: list[Tokens | None] = [None] * len(inputs)
         outputs: list[Any] = [None] * len(inputs)
         runs = []
         if texts:
             text_tokens = await self._tokenize(
                 timing,
-                partial(adapter.encode_tokens, is_query=is_query, instruction=instruction),
+                partial(adapter.encode_tokens, is_query=options.is_query, instruction=instruction),
                 [inputs[k].text for k in texts],
             )
-            options = {"output_types": output_types, "is_query": is_query}
-            runs.append((texts, text_tokens, self._run(model, "encode", text_tokens, options, call, timing)))
-        if images:
+            runs.append((texts, text_tokens, self._run(model, text_tokens, options, call, timing)))
+        if images and imager is not None:
             # one call: an unreadable image is named by its position in the list
             pictures = [inputs[k].image or b"" for k in images]
-            image_tokens = await self._tokenize(timing, adapter.image_tokens, pictures, split=False)
-            options = {"output_types": output_types, "is_query": is_query, "modality": "image"}
-            runs.append((images, image_tokens, self._run(model, "encode", image_tokens, options, call, timing)))
+            image_tokens = await self._tokenize(timing, imager.image_tokens, pictures, split=False)
+            image_options = replace(options, modality="image")
+            runs.append((images, image_tokens, self._run(model, image_tokens, image_options, call, timing)))
         results = await asyncio.gather(*(run for _, _, run in runs))
         for (positions, group_tokens, _), group_results in zip(runs, results, strict=True):
             for k, t, r in zip(positions, group_tokens, group_results, strict=True):
                 tokens[k], outputs[k] = t, r
         return outputs, [t for t in tokens if t is not None]
 
-    async def _adapter(self, model: ModelConfig, call: CallOptions) -> Adapter:
+    async def _adapter(self, model: ModelConfig, call: CallOptions) -> ModelAdapter:
         return await self.pool.acquire(model, wait=call.wait_for_load, timeout_s=self.load_timeout_s)
 
     @staticmethod
@@ -316,14 +333,13 @@ class InferenceService:
     async def _run(
         self,
         model: ModelConfig,
-        operation: str,
         tokens: list[Tokens],
-        options: dict[str, Any],
+        options: BatchOptions,
         call: CallOptions,
         timing: Timing,
     ) -> list[Any]:
         loop = asyncio.get_running_loop()
-        items = [WorkItem(model, operation, t, options, loop.create_future(), priority=call.priority) for t in tokens]
+        items = [WorkItem(model, t, options, loop.create_future(), priority=call.priority) for t in tokens]
         self.scheduler.submit(items)
         try:
             results = await self._await(items, call)

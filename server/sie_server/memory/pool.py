@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from sie_server.adapters import Adapter, create_adapter
+from sie_server.adapters import ModelAdapter, create_adapter
 from sie_server.adapters.backends import effective_backend
 from sie_server.adapters.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.weights import WeightsLocation, resolve
@@ -25,7 +25,7 @@ from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-AdapterFactory = Callable[[ModelConfig, Profile, str], Adapter]
+AdapterFactory = Callable[[ModelConfig, Profile, str], ModelAdapter]
 LOADING_RETRY_AFTER_S = 2.0
 BUSY_RETRY_AFTER_S = 1.0
 
@@ -41,14 +41,14 @@ class ModelState(StrEnum):
 class Slot:
     config: ModelConfig
     state: ModelState = ModelState.AVAILABLE
-    adapter: Adapter | None = None
+    adapter: ModelAdapter | None = None
     error: str | None = None
     weights_source: str | None = None
     resident_bytes: int = 0
     reserve_bytes: int = 0
     load_seconds: float | None = None
     last_used: float = 0.0
-    loading: asyncio.Future[Adapter] | None = None
+    loading: asyncio.Future[ModelAdapter] | None = None
 
     @property
     def charge(self) -> int:
@@ -120,7 +120,7 @@ class ModelPool:
             slot.state, slot.error, slot.loading = ModelState.AVAILABLE, None, None
 
     # ----- acquiring ---------------------------------------------------------------------
-    def resident(self, config: ModelConfig) -> Adapter | None:
+    def resident(self, config: ModelConfig) -> ModelAdapter | None:
         """The loaded adapter, without waiting; None when the model (with this config) is not loaded."""
         slot = self._slots.get(config.id)
         if slot is None or slot.config != config or slot.state is not ModelState.LOADED or slot.adapter is None:
@@ -128,7 +128,7 @@ class ModelPool:
         slot.last_used = time.monotonic()
         return slot.adapter
 
-    async def acquire(self, config: ModelConfig, *, wait: bool, timeout_s: float) -> Adapter:
+    async def acquire(self, config: ModelConfig, *, wait: bool, timeout_s: float) -> ModelAdapter:
         """The loaded adapter; starts the load if needed and waits for it when ``wait``."""
         slot = self.slot(config)
         if slot.state is ModelState.LOADED and slot.adapter is not None:
@@ -155,7 +155,7 @@ class ModelPool:
         slot.last_used = time.monotonic()
         return adapter
 
-    async def _load(self, slot: Slot, done: asyncio.Future[Adapter]) -> None:
+    async def _load(self, slot: Slot, done: asyncio.Future[ModelAdapter]) -> None:
         config = slot.config
         profile = self.profile(config)
         self.metrics.model_loads.labels(config.id).inc()
@@ -214,13 +214,13 @@ class ModelPool:
             reserve = activation_reserve(folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype)
         return weights_bytes(folder, profile.dtype), reserve
 
-    def _load_blocking(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> Adapter:
+    def _load_blocking(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> ModelAdapter:
         adapter = self.factory(config, profile, self.device)
         adapter.load(location.path)
         adapter.warmup()
         return adapter
 
-    def _settle(self, slot: Slot, done: asyncio.Future[Adapter], exc: SIEError, *, state: ModelState) -> None:
+    def _settle(self, slot: Slot, done: asyncio.Future[ModelAdapter], exc: SIEError, *, state: ModelState) -> None:
         log.error("%s", exc.message)
         slot.state, slot.loading = state, None
         slot.resident_bytes = slot.reserve_bytes = 0

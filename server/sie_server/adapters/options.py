@@ -1,0 +1,70 @@
+"""What a batch is run with: one frozen value per kind of forward pass.
+
+Items share a batch only when their options are equal, so these are hashable values (the
+scheduler groups queued items by model and options). The type says which forward pass it is:
+``EncodeOptions`` for encoders, ``ScoreOptions`` for pair scorers, ``ExtractOptions`` for span
+extractors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar, Literal, TypedDict, get_args
+
+OutputType = Literal["dense", "sparse", "multivector"]
+OUTPUT_TYPES: tuple[OutputType, ...] = get_args(OutputType)
+Modality = Literal["text", "image"]
+
+
+def canonical_outputs(names: Iterable[str]) -> tuple[OutputType, ...]:
+    """The known output types among ``names``, in canonical order (equal sets give equal options)."""
+    wanted = set(names)
+    return tuple(t for t in OUTPUT_TYPES if t in wanted)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodeOptions:
+    """An encode batch: which outputs to compute, the items' role, and whether they are texts or images."""
+
+    task: ClassVar[str] = "encode"
+
+    output_types: tuple[OutputType, ...] = ("dense",)
+    is_query: bool = False
+    modality: Modality = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreOptions:
+    """A batch of (query, document) pairs for a cross-encoder; nothing to choose yet."""
+
+    task: ClassVar[str] = "score"
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractOptions:
+    """A span-extraction batch: the entity types to look for and the lowest score to report."""
+
+    task: ClassVar[str] = "extract"
+
+    labels: tuple[str, ...]
+    threshold: float
+
+
+BatchOptions = EncodeOptions | ScoreOptions | ExtractOptions
+
+
+class Span(TypedDict):
+    """One entity a span extractor found, with character offsets into the text it was given."""
+
+    text: str
+    label: str
+    score: float
+    start: int
+    end: int
+
+
+class Entity(Span):
+    """A span as the caller gets it: offsets into the whole item, and no bounding box (text input)."""
+
+    bbox: None
