@@ -12,6 +12,7 @@ import numpy as np
 
 from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.server import ServerProcess
+from tests.helpers.wait import async_wait_until, wait_until
 from tests.server.test_engine_server import metric
 
 TINY = "test/tiny-embedder"
@@ -46,8 +47,9 @@ def test_gateway_and_two_workers_answer_32_concurrent_clients(cluster_catalog: P
         for answer, expected in zip(answers, direct["items"], strict=True):
             np.testing.assert_allclose(answer.json()["items"][0]["dense"]["values"], expected["dense"]["values"],
                                        atol=1e-5)  # fmt: skip
-        batches = sum(metric(w.url, "sie_batch_items_count", model=TINY) for w in workers)
-        items = sum(metric(w.url, "sie_batch_items_sum", model=TINY) for w in workers)
+        # a worker that ran none of them has no series for the model: 0 for the sums
+        batches = sum(metric(w.url, "sie_batch_items_count", model=TINY, absent_as_zero=True) for w in workers)
+        items = sum(metric(w.url, "sie_batch_items_sum", model=TINY, absent_as_zero=True) for w in workers)
         assert items == 32 and batches < 32  # batched across clients on the workers
         # a large request is split into slices and merged back in order
         many = [{"text": f"t{i}"} for i in range(70)]
@@ -71,7 +73,7 @@ def test_requests_wait_for_a_worker_that_starts_later(cluster_catalog: Path, nat
 
         async def scenario() -> list[httpx.Response]:
             waiting = asyncio.ensure_future(encode_many(gateway.url, TINY, [f"held {i}" for i in range(4)]))
-            await asyncio.sleep(5)
+            await asyncio.sleep(5)  # the behaviour under test: still held (not refused) after 5 s without a worker
             assert not waiting.done()
             nonlocal late
             late = worker(cluster_catalog, nats.url, tmp_path / "late.log")
@@ -85,6 +87,11 @@ def test_requests_wait_for_a_worker_that_starts_later(cluster_catalog: Path, nat
             late.stop()
 
 
+def items_started(proc: ServerProcess, priority: str) -> float:
+    """Items of test/slow that a worker has taken from its queue into a batch (none yet: 0)."""
+    return metric(proc.url, "sie_queue_wait_seconds_count", model="test/slow", priority=priority, absent_as_zero=True)
+
+
 def test_a_killed_worker_loses_nothing(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
     first = worker(cluster_catalog, nats.url, tmp_path / "w1.log", "--preload", "test/slow").wait_ready()
     gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log").wait_ready()
@@ -92,8 +99,13 @@ def test_a_killed_worker_loses_nothing(cluster_catalog: Path, nats: Nats, tmp_pa
     try:
 
         async def scenario() -> list[httpx.Response]:
+            started = items_started(first, "interactive")
             calls = asyncio.ensure_future(encode_many(gateway.url, "test/slow", [f"k{i}" for i in range(6)]))
-            await asyncio.sleep(0.4)  # the first worker holds the work now
+            await async_wait_until(  # the first worker holds the work now: a batch of it has started there
+                lambda: items_started(first, "interactive") > started,
+                timeout=30,
+                message="the first worker never started on the work",
+            )
             first.proc.send_signal(signal.SIGKILL)
             nonlocal second
             second = worker(cluster_catalog, nats.url, tmp_path / "w2.log")
@@ -124,7 +136,11 @@ def test_interactive_overtakes_a_batch_backlog(cluster_catalog: Path, nats: Nats
                 return time.monotonic()
 
             backlog = [asyncio.ensure_future(timed(f"b{i}", "batch")) for i in range(20)]
-            await asyncio.sleep(1.0)
+            await async_wait_until(  # the worker is working through the backlog
+                lambda: items_started(slow, "batch") >= 2,
+                timeout=30,
+                message="the worker never started on the batch backlog",
+            )
             urgent = await timed("now", "interactive")
             return urgent, list(await asyncio.gather(*backlog))
 
@@ -153,9 +169,8 @@ def test_a_queue_that_does_not_take_work_is_503_not_504(cluster_catalog: Path, n
     w = worker(cluster_catalog, nats.url, tmp_path / "w.log").wait_ready()
     gateway = Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log").wait_ready()
     try:
-        deadline = time.monotonic() + 10
-        while httpx.get(f"{gateway.url}/v1/models/{TINY}").json()["workers"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: httpx.get(f"{gateway.url}/v1/models/{TINY}").json()["workers"] > 0,
+                   message="the gateway never saw the worker")  # fmt: skip
         nats.stop()  # JetStream is gone: publishes get no acknowledgement
         r = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]}, timeout=60)
         assert r.status_code == 503 and r.headers["x-sie-error-code"] == "QUEUE_FULL"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 
 from tests.helpers.cluster import Gateway, Nats, running, worker
 from tests.helpers.server import ServerProcess
+from tests.helpers.wait import stays, wait_until, wait_until_steady
 from tests.server.test_engine_server import metric
 
 TINY = "test/tiny-embedder"
@@ -47,13 +47,11 @@ def test_bodies_past_the_message_limit_travel_by_reference(cluster_catalog: Path
 
 
 def wait_for_holder(gateway: Gateway, model: str) -> dict[str, object]:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:  # both heartbeats seen, and which one holds the model
+    def seen() -> dict[str, object] | None:  # both heartbeats seen, and which one holds the model
         info: dict[str, object] = httpx.get(f"{gateway.url}/v1/models/{model}").json()
-        if info["workers"] == 2 and info["loaded_on"] == 1:
-            return info
-        time.sleep(0.2)
-    raise TimeoutError(f"the gateway never saw one of two workers holding {model}")
+        return info if info["workers"] == 2 and info["loaded_on"] == 1 else None
+
+    return wait_until(seen, timeout=20, message=f"the gateway never saw one of two workers holding {model}")
 
 
 def test_work_goes_to_the_worker_that_holds_the_model(cluster_catalog: Path, nats: Nats, tmp_path: Path) -> None:
@@ -69,7 +67,8 @@ def test_work_goes_to_the_worker_that_holds_the_model(cluster_catalog: Path, nat
             r = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": [{"text": f"q{i}"}]}, timeout=60)
             assert r.status_code == 200
         assert metric(holder.url, "sie_batch_items_sum", model=TINY) == 16
-        assert metric(other.url, "sie_model_loads_total", model=TINY) == 0  # never loaded a second copy
+        # never loaded a second copy: a model never loaded there has no series at all
+        assert metric(other.url, "sie_model_loads_total", model=TINY, absent_as_zero=True) == 0
     finally:
         gateway.stop()
         holder.stop()
@@ -92,7 +91,7 @@ def test_work_sent_to_a_holder_that_dies_goes_to_another_worker(cluster_catalog:
                 for i in range(6):  # the later ones are sent to the holder after it died
                     calls.append(asyncio.ensure_future(
                         client.post("/v1/encode/test/slow", json={"items": [{"text": f"d{i}"}]})))  # fmt: skip
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.1)  # the behaviour under test: calls spread out, before and after the kill
                     if i == 2:
                         holder.proc.send_signal(signal.SIGKILL)
                 return list(await asyncio.gather(*calls))
@@ -131,10 +130,13 @@ def test_a_caller_that_leaves_a_stream_stops_its_decoding(cluster_catalog: Path,
     with running(w, Gateway(cluster_catalog, nats.url, log=tmp_path / "gw.log")) as (_, gateway):
         with stream_endless(gateway) as response:
             assert next(line for line in response.iter_lines() if line.startswith("data: "))  # decoding started
-        time.sleep(1.0)
-        steps = metric(w.url, "sie_batch_items_count", model="test/endless")
-        time.sleep(0.5)
-        assert metric(w.url, "sie_batch_items_count", model="test/endless") == steps  # nothing decodes any more
+        steps = wait_until_steady(  # a decode step takes 20 ms: 0.2 s without one means decoding has stopped
+            lambda: metric(w.url, "sie_batch_items_count", model="test/endless"),
+            quiet_s=0.2,
+            message="decoding never stopped after the caller left",
+        )
+        stays(lambda: metric(w.url, "sie_batch_items_count", model="test/endless") == steps, for_s=0.5,
+              message="decoding went on after the caller left")  # fmt: skip
         assert steps < 150  # far short of the 400 tokens asked for (20 ms a step)
 
 

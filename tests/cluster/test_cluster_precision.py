@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import httpx
 from sie_server.cpu_features import detect
 from tests.helpers.catalog import tiny_embedder, write_config
 from tests.helpers.cluster import Gateway, Nats, running, worker
+from tests.helpers.wait import wait_until
 
 PERTURBED = "test/int8-perturbed"
 
@@ -27,12 +27,12 @@ def test_the_gateway_shows_the_precision_its_worker_chose(
     w = worker(catalog, nats.url, tmp_path / "w.log", "--preload", PERTURBED)
     gateway = Gateway(catalog, nats.url, log=tmp_path / "gw.log")
     with running(w, gateway):
-        deadline = time.monotonic() + 20
-        info: dict[str, Any] = {}
-        while time.monotonic() < deadline and info.get("loaded_on") != 1:
-            info = httpx.get(f"{gateway.url}/v1/models/{PERTURBED}", timeout=10).json()
-            time.sleep(0.2)
-        assert info.get("loaded_on") == 1, info
+
+        def loaded() -> dict[str, Any] | None:
+            info: dict[str, Any] = httpx.get(f"{gateway.url}/v1/models/{PERTURBED}", timeout=10).json()
+            return info if info.get("loaded_on") == 1 else None
+
+        info = wait_until(loaded, timeout=20, message=f"the gateway never saw {PERTURBED} loaded on the worker")
         own = httpx.get(f"{w.url}/v1/models/{PERTURBED}", timeout=10).json()["precision"]
         assert info["precision"] == own
         assert own["running"] == ("bf16" if detect().supports("bf16") else "fp32")

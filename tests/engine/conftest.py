@@ -15,6 +15,7 @@ from sie_server.engine.service import CallOptions, InferenceService, TextInput
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics
 from tests.helpers.fake_adapter import Behaviour, fake_factory
+from tests.helpers.metrics import sample
 
 
 def fake_config(
@@ -58,9 +59,9 @@ class Engine:
         )
         return [float(o["dense"][0]) for o in outcome.outputs]
 
-    def metric(self, name: str, **labels: str) -> float:
-        value = self.metrics.registry.get_sample_value(name, labels)
-        return 0.0 if value is None else value
+    def metric(self, name: str, *, absent_as_zero: bool = False, **labels: str) -> float:
+        """One sample of this engine's metrics; a series that is not there raises MissingSeries."""
+        return sample(self.metrics.registry, name, absent_as_zero=absent_as_zero, **labels)
 
 
 EngineFactory = Callable[..., Engine]

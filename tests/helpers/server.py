@@ -6,10 +6,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.helpers.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,6 +19,11 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def pythonpath() -> str:
+    """The repository root first on the path, so test catalogs can name adapters in tests/helpers."""
+    return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 
 class ServerProcess:
@@ -37,28 +43,28 @@ class ServerProcess:
             *args,
         ]
         self._out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
-        # the repository root on the path, so test catalogs can name adapters in tests/helpers
-        pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
             command,
-            env={**os.environ, "PYTHONPATH": pythonpath, **(env or {})},
+            env={**os.environ, "PYTHONPATH": pythonpath(), **(env or {})},
             stdout=self._out,
             stderr=subprocess.STDOUT,
         )
 
     def wait_ready(self, timeout_s: float = 120.0) -> ServerProcess:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}; log: {self.tail()}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise TimeoutError(f"server not ready after {timeout_s}s; log: {self.tail()}")
+        try:
+            wait_until(self._ready, timeout=timeout_s, interval=0.1, message="server not ready")
+        except AssertionError as exc:
+            self.stop()
+            raise TimeoutError(f"{exc}; log: {self.tail()}") from None
+        return self
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"server exited with {self.proc.returncode}; log: {self.tail()}")
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def tail(self) -> str:
         return self.log.read_text()[-3000:] if self.log and self.log.exists() else "(no log)"

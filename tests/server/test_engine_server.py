@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +12,9 @@ import httpx
 import pytest
 
 from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
+from tests.helpers.metrics import scrape
 from tests.helpers.server import ServerProcess
+from tests.helpers.wait import async_wait_until, stays, wait_until, wait_until_steady
 
 FAULTS = "tests.helpers.fault_adapters"
 MAX_QUEUED = 6
@@ -79,13 +80,7 @@ def engine_server(engine_catalog: Path, tmp_path_factory: pytest.TempPathFactory
         proc.stop()
 
 
-def metric(url: str, name: str, **labels: str) -> float:
-    text = httpx.get(f"{url}/metrics").text
-    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{wanted}}}") or (not labels and line.startswith(f"{name} ")):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+metric = scrape  # one sample of a server's /metrics; a series that is not there raises MissingSeries
 
 
 async def encode_all(url: str, model: str, batches: list[list[str]], **headers: str) -> list[httpx.Response]:
@@ -128,15 +123,20 @@ def test_disconnected_clients_items_are_dropped(engine_server: ServerProcess) ->
     async def scenario() -> None:
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             busy = asyncio.create_task(client.post(f"/v1/encode/{model}", json={"items": [{"text": "x"}]}))
-            await asyncio.sleep(0.05)
+            await async_wait_until(  # the warm-up's item and now busy's have left the queue for a batch
+                lambda: metric(url, "sie_queue_wait_seconds_count", model=model, priority="interactive") == 2,
+                message="the busy request's batch never started",
+            )
             with pytest.raises(httpx.ReadTimeout):
                 body = {"items": [{"text": "gone"}] * 5}
                 await client.post(f"/v1/encode/{model}", json=body, timeout=0.1)
             assert (await busy).status_code == 200
 
     asyncio.run(scenario())
-    time.sleep(0.6)
-    assert metric(url, "sie_dropped_items_total", model=model) == 5
+    wait_until(
+        lambda: metric(url, "sie_dropped_items_total", model=model, absent_as_zero=True) == 5,
+        message="the disconnected client's 5 items were not dropped",
+    )
     assert metric(url, "sie_batch_items_sum", model=model) == 2  # warm-up and the busy request only
 
 
@@ -185,10 +185,17 @@ def test_a_client_that_leaves_stops_its_decoding(engine_server: ServerProcess) -
     with httpx.stream("POST", f"{url}/v1/generate/{model}", json=body, timeout=60) as response:
         lines = response.iter_lines()
         assert next(line for line in lines if line.startswith("data: "))  # decoding has started
-    time.sleep(0.5)
-    steps = metric(url, "sie_batch_items_count", model=model)
-    time.sleep(0.5)
-    assert metric(url, "sie_batch_items_count", model=model) == steps  # nothing decodes any more
+
+    steps = wait_until_steady(  # a decode step takes 20 ms: 0.2 s without one means decoding has stopped
+        lambda: metric(url, "sie_batch_items_count", model=model),
+        quiet_s=0.2,
+        message="decoding never stopped after the client left",
+    )
+    stays(
+        lambda: metric(url, "sie_batch_items_count", model=model) == steps,
+        for_s=0.5,
+        message="decoding went on after the client left",
+    )
     assert steps < 100  # far short of the 400 tokens it was asked for
 
 
@@ -202,13 +209,18 @@ def test_sigterm_drains_accepted_work_then_exits(engine_catalog: Path, tmp_path:
                 asyncio.create_task(client.post(f"/v1/encode/{model}", json={"items": [{"text": f"t{i}"}]}))
                 for i in range(3)
             ]
-            for _ in range(500):  # until the server holds all three
-                await asyncio.sleep(0.01)
-                if (await client.get("/readyz")).json().get("inflight_requests", 0) >= 3:
-                    break
+
+            async def held() -> bool:
+                return bool((await client.get("/readyz")).json().get("inflight_requests", 0) >= 3)
+
+            await async_wait_until(held, message="the server never held all three requests")
             proc.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.05)
-            ready = await client.get("/readyz")
+
+            async def draining() -> httpx.Response | None:
+                answer = await client.get("/readyz")
+                return answer if answer.status_code != 200 else None
+
+            ready = await async_wait_until(draining, message="/readyz still answers 200 after SIGTERM")
             late = await client.post(f"/v1/encode/{model}", json={"items": [{"text": "late"}]})
             return [ready, late, *await asyncio.gather(*accepted)]
 
