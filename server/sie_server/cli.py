@@ -207,7 +207,7 @@ def run_gateway(args: argparse.Namespace) -> int:
 
     from sie_server.catalog.loader import Catalog
     from sie_server.cluster.gateway import GatewaySettings
-    from sie_server.cluster.gateway_routes import create_gateway_app
+    from sie_server.cluster.gateway_app import create_gateway_app
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

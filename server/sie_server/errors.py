@@ -17,6 +17,8 @@ class ErrorCode(StrEnum):
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     QUEUE_FULL = "QUEUE_FULL"
     INFERENCE_ERROR = "INFERENCE_ERROR"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    FORBIDDEN = "FORBIDDEN"
 
 
 ERROR_STATUS: dict[ErrorCode, int] = {
@@ -27,6 +29,8 @@ ERROR_STATUS: dict[ErrorCode, int] = {
     ErrorCode.RESOURCE_EXHAUSTED: 503,
     ErrorCode.QUEUE_FULL: 503,
     ErrorCode.INFERENCE_ERROR: 500,
+    ErrorCode.UNAUTHENTICATED: 401,
+    ErrorCode.FORBIDDEN: 403,
 }
 
 
@@ -73,3 +77,11 @@ class QueueFull(SIEError):
 
 class InferenceError(SIEError):
     code = ErrorCode.INFERENCE_ERROR
+
+
+class Unauthenticated(SIEError):
+    code = ErrorCode.UNAUTHENTICATED
+
+
+class Forbidden(SIEError):
+    code = ErrorCode.FORBIDDEN

@@ -13,15 +13,15 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from sie_server.api.app import create_app
-from sie_server.api.state import ServerState
+from sie_server.compose import create_app
+from sie_server.engine.frontdoor import EngineFrontDoor
 from sie_server.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, state: ServerState):
+    def __init__(self, config: uvicorn.Config, state: EngineFrontDoor):
         super().__init__(config)
         self.app_state = state
         self.draining = False

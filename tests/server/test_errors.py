@@ -9,13 +9,20 @@ import pytest
 from tests.conftest import MAX_BODY_BYTES, MAX_ITEMS, MAX_TEXT_BYTES
 
 TINY = "test/tiny-embedder"
+OPENAI_ROUTES = ("/v1/embeddings", "/v1/chat/completions", "/v1/completions")
 
 
 def assert_error(r: httpx.Response, status: int, code: str, *fragments: str) -> str:
     assert r.status_code == status, r.text
     assert r.headers["x-sie-error-code"] == code
     assert r.headers["content-type"] == "application/json"
-    detail = r.json()["detail"]
+    if r.request.url.path in OPENAI_ROUTES:  # OpenAI's clients read {"error": {message, type, param, code}}
+        error = r.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert error["type"] == ("server_error" if status >= 500 else "invalid_request_error")
+        detail = {"code": error["code"].upper(), "message": error["message"]}
+    else:
+        detail = r.json()["detail"]
     assert detail["code"] == code
     for fragment in fragments:
         assert fragment in detail["message"], detail["message"]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from fastapi import FastAPI
 
 from sie_server.api.middleware import RequestMetrics
 from sie_server.observability.metrics import Metrics
+from sie_server.observability.requests import RequestCounter
 from sie_server.serving import uvicorn_config
 from sie_server.settings import Settings
 
@@ -33,7 +33,7 @@ def route(status: int, code: bytes | None = None) -> Any:
 
 async def test_request_metrics_count_each_outcome_by_status_and_error_code() -> None:
     metrics = Metrics()
-    state = SimpleNamespace(metrics=metrics, inflight=0)
+    state = RequestCounter(metrics)
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
@@ -44,7 +44,7 @@ async def test_request_metrics_count_each_outcome_by_status_and_error_code() -> 
 
     answers = [(200, None), (200, None), (400, b"INVALID_INPUT"), (503, b"QUEUE_FULL"), (500, None)]
     for status, code in answers:
-        middleware = RequestMetrics(route(status, code), state)  # type: ignore[arg-type]
+        middleware = RequestMetrics(route(status, code), state)
         await middleware({"type": "http", "path": "/v1/encode/m/one", "method": "POST"}, receive, send)
     counts = {
         outcome: metrics.registry.get_sample_value(

@@ -1,131 +1,42 @@
-"""The FastAPI application: components built from settings, routers mounted, errors installed."""
+"""The HTTP API as a FastAPI app over a ``Service``: the same routers, error handling and
+reference docs for the single server and the gateway. (Building a service is the composition
+roots' job: ``sie_server/compose.py`` for the server, ``cluster/gateway_app.py`` for the gateway.)"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from fastapi import FastAPI
 
 from sie_server import __version__
-from sie_server.api import errors
-from sie_server.api.middleware import QueueOnly, RequestMetrics
+from sie_server.api import errors, openapi
+from sie_server.api.docs import install_docs
 from sie_server.api.routes import compat, encode, extract, generate, health, models, score
-from sie_server.api.state import ServerState
-from sie_server.catalog.loader import Catalog, canonical_id
-from sie_server.cpu_features import detect
-from sie_server.device import device_kind, resolve_device
-from sie_server.engine.generation import GenerationService
-from sie_server.engine.policy import PriorityPolicy
-from sie_server.engine.scheduler import Scheduler
-from sie_server.engine.service import InferenceService
-from sie_server.errors import SIEError
-from sie_server.memory.budget import available_bytes, parse_budget
-from sie_server.memory.pool import ModelPool
-from sie_server.observability.metrics import Metrics
-from sie_server.settings import Settings
+from sie_server.api.service import Service
 
-log = logging.getLogger(__name__)
+DESCRIPTION = (
+    "Encode, score, extract and generate with small models, in one process. Errors answer "
+    '`{"detail": {"code", "message"}}` (OpenAI\'s `{"error": {...}}` on its routes) with the code '
+    "also in `X-SIE-Error-Code`. Work routes take JSON or msgpack and answer msgpack to "
+    "`Accept: application/msgpack`."
+)
 
 
-def build_state(settings: Settings) -> ServerState:
-    """Every component, wired; nothing started yet."""
-    catalog = Catalog(settings.models_dir, set(settings.models) if settings.models else None)
-    if catalog.errors:
-        raise ValueError("the catalog has invalid files:\n" + "\n".join(catalog.errors.values()))
-    if settings.models:
-        unknown = sorted(set(settings.models) - {c.id for c in catalog.list()})
-        if unknown:
-            raise ValueError(f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}")
-    device = resolve_device(settings.device)
-    metrics = Metrics()
-    pinned = frozenset(canonical_id(m) for m in settings.pin)
-    budget = parse_budget(settings.memory_budget, available_bytes(device))
-    pool = ModelPool(
-        device,
-        device_kind(device),
-        offline=settings.offline,
-        budget_bytes=budget,
-        metrics=metrics,
-        pinned=pinned,
-        cpu_precision=settings.cpu_precision,
+def create_api(
+    service: Service,
+    *,
+    title: str,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[Any]] | None = None,
+) -> FastAPI:
+    app = FastAPI(
+        title=title, version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
     )
-    policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens, lanes=not settings.single_lane)
-    scheduler = Scheduler(
-        pool,
-        metrics,
-        policy=policy,
-        max_queued_items=settings.max_queued_items,
-        load_timeout_s=settings.load_timeout_s,
-    )
-    service = InferenceService(catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s)
-    generation = GenerationService(pool, settings.load_timeout_s)
-    pool.is_busy = lambda model_id: scheduler.busy(model_id) or generation.busy(model_id)
-    log.info("device %s, memory budget %.1f MiB", device, budget / 2**20)
-    if device_kind(device) == "cpu":
-        cpu = detect()
-        found = ", ".join(cpu.flags) or "none of the precision-relevant flags"
-        log.info("cpu %s: %s; precisions it runs: %s", cpu.model or "(unknown)", found, ", ".join(cpu.precisions))
-    return ServerState(settings, catalog, pool, scheduler, service, metrics, generation)
-
-
-async def preload(state: ServerState) -> None:
-    for model_id in dict.fromkeys([*state.settings.pin, *state.settings.preload]):
-        try:
-            config = state.service.resolve(model_id)
-            await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s)
-        except SIEError as exc:
-            state.preload_errors[model_id] = exc.message
-            log.error("preload of %s failed: %s", model_id, exc.message)
-
-
-def create_app(settings: Settings) -> FastAPI:
-    state = build_state(settings)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
-        state.scheduler.start()
-        background = [loop.create_task(preload(state))]
-        background[0].add_done_callback(lambda _: setattr(state, "ready", True))
-        if settings.idle_evict_s:
-            background.append(loop.create_task(state.pool.evict_idle_forever(settings.idle_evict_s)))
-        worker, pulling = None, None
-        if settings.queue:
-            from sie_server.cluster.worker import QueueWorker
-
-            worker = QueueWorker(
-                app,
-                nats_url=settings.queue,
-                pool=settings.pool,
-                ack_wait_s=settings.ack_wait_s,
-                max_deliver=settings.max_deliver,
-            )
-            pulling = loop.create_task(worker.run())
-        yield
-        if worker is not None and pulling is not None:  # stop pulling, answer what was taken; engine still runs
-            worker.stop()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pulling, settings.load_timeout_s)
-        state.draining = True
-        for task in background:
-            task.cancel()
-        await state.scheduler.stop()
-        state.service.close()
-        await state.generation.stop()
-
-    app = FastAPI(title="SIE", version=__version__, lifespan=lifespan)
-    app.state.sie = state
+    app.state.service = service
     for module in (health, models, encode, score, extract, compat, generate):
         app.include_router(module.router)
     errors.install(app)
-    app.add_middleware(RequestMetrics, state=state)
-    if settings.queue:
-        state.queue_token = secrets.token_hex(16)
-        app.add_middleware(QueueOnly, token=state.queue_token)
-
+    openapi.install(app)
+    install_docs(app)
     return app

@@ -1,54 +1,53 @@
-"""The one place where failures become HTTP answers: ``{"detail": {"code", "message"}}``."""
+"""The one place where failures become HTTP answers, in the envelope the route's clients read
+(``contract/envelope.py``): SIE's ``{"detail": {"code", "message"}}``, OpenAI's on its routes."""
 
 from __future__ import annotations
 
 import logging
-import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sie_server.api.codec import json_response
-from sie_server.errors import ErrorCode, SIEError
+from sie_server.api.body import json_response
+from sie_server.contract import envelope
+from sie_server.errors import InferenceError, InvalidInput, SIEError
 
 log = logging.getLogger(__name__)
-ERROR_CODE_HEADER = "X-SIE-Error-Code"
 
 
-def error_response(code: str, message: str, status: int, retry_after: float | None = None) -> Response:
-    headers = {ERROR_CODE_HEADER: code}
-    if retry_after is not None:
-        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-    return json_response({"detail": {"code": code, "message": message}}, status, headers)
+def error_response(exc: SIEError, path: str) -> Response:
+    shape = envelope.shape_for(path)
+    headers = envelope.error_headers(exc.code.value, exc.retry_after)
+    return json_response(envelope.error_body(exc, shape), exc.status, headers)
 
 
 async def _sie_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, SIEError)
-    return error_response(exc.code.value, exc.message, exc.status, exc.retry_after)
+    return error_response(exc, request.url.path)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
-    return error_response(ErrorCode.INVALID_INPUT.value, f"invalid request: {problems}", 400)
+    return error_response(InvalidInput(f"invalid request: {problems}"), request.url.path)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
-        message = f"no route {request.method} {request.url.path}; see the API reference in the README"
+        message = f"no route {request.method} {request.url.path}; see the API reference at /docs"
     elif exc.status_code == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
     else:
         message = str(exc.detail)
-    return error_response(ErrorCode.INVALID_INPUT.value, message, exc.status_code)
+    return error_response(InvalidInput(message, status=exc.status_code), request.url.path)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(ErrorCode.INFERENCE_ERROR.value, "internal error; see the server log", 500)
+    return error_response(InferenceError("internal error; see the server log"), request.url.path)
 
 
 def install(app: FastAPI) -> None:

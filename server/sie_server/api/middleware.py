@@ -1,26 +1,33 @@
-"""Request metrics as a plain ASGI middleware (it must not wrap ``receive``: disconnects stay visible)."""
+"""Plain ASGI middlewares (they must not wrap ``receive``: disconnects stay visible to routes)."""
 
 from __future__ import annotations
 
 import hmac
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sie_server.api.state import ServerState
+from sie_server.api.errors import error_response
+from sie_server.contract import headers as h
+from sie_server.errors import Forbidden, SIEError, Unauthenticated
+
+
+class RequestRecorder(Protocol):
+    def started(self) -> None: ...
+
+    def finished(self, model: str | None, task: str | None, status: str, seconds: float) -> None: ...
 
 
 class RequestMetrics:
-    def __init__(self, app: ASGIApp, state: ServerState):
+    """Counts ``/v1/`` requests by model, task and outcome (``ok``, an error code, ``client_gone``)."""
+
+    def __init__(self, app: ASGIApp, recorder: RequestRecorder):
         self.app = app
-        self.state = state
-        # (model, task, status) -> its request counter and (model, task) latency histogram: the
-        # label lookups (validation and a lock each) done once, not on every request
-        self._series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self.recorder = recorder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+        if scope["type"] != "http" or not scope["path"].startswith(("/v1/", "/v2/")):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -31,51 +38,68 @@ class RequestMetrics:
                 if message["status"] < 400:
                     outcome["status"] = "ok"
                 else:
-                    code = dict(message.get("headers", [])).get(b"x-sie-error-code")
+                    code = dict(message.get("headers", [])).get(h.ERROR_CODE.encode())
                     outcome["status"] = code.decode() if code else "error"
             await send(message)
 
-        self.state.inflight += 1
+        self.recorder.started()
         try:
             await self.app(scope, receive, capture)
         finally:
-            self.state.inflight -= 1
             tags = scope.get("state") or {}
-            model, task = tags.get("sie_model"), tags.get("sie_task")
-            if model and task:
-                requests, duration = self._series_for(model, task, outcome["status"])
-                requests.inc()
-                duration.observe(time.perf_counter() - started)
-
-    def _series_for(self, model: str, task: str, status: str) -> tuple[Any, Any]:
-        key = (model, task, status)
-        series = self._series.get(key)
-        if series is None:
-            metrics = self.state.metrics
-            series = (metrics.requests.labels(*key), metrics.request_duration.labels(model, task))
-            self._series[key] = series
-        return series
+            seconds = time.perf_counter() - started
+            self.recorder.finished(tags.get("sie_model"), tags.get("sie_task"), outcome["status"], seconds)
 
 
-class QueueOnly:
+class _Refuse:
+    """Answers work routes with an error when ``refusal`` says so, else passes the request on."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    def refusal(self, scope: Scope) -> SIEError | None:
+        raise NotImplementedError
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(("/v1/", "/v2/")):
+            refused = self.refusal(scope)
+            if refused is not None:
+                await error_response(refused, scope["path"])(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class QueueOnly(_Refuse):
     """On a queue worker, work routes answer only the worker's own in-process calls (which carry
     ``token``); direct HTTP work is refused so every request goes through the gateway."""
 
-    HEADER = b"x-sie-queue-token"
-
     def __init__(self, app: ASGIApp, token: str):
-        self.app = app
+        super().__init__(app)
         self.token = token.encode()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] == "POST":
-            sent = dict(scope.get("headers", [])).get(self.HEADER, b"")
-            if not hmac.compare_digest(sent, self.token):
-                from sie_server.api.errors import error_response
+    def refusal(self, scope: Scope) -> SIEError | None:
+        if scope["method"] != "POST":
+            return None
+        sent = dict(scope.get("headers", [])).get(h.QUEUE_TOKEN.encode(), b"")
+        if hmac.compare_digest(sent, self.token):
+            return None
+        return Forbidden("this worker takes work from its queue only; send requests to the gateway")
 
-                response = error_response(
-                    "FORBIDDEN", "this worker takes work from its queue only; send requests to the gateway", 403
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+
+class BearerTokens(_Refuse):
+    """``Authorization: Bearer <token>`` on ``/v1/`` routes, compared in constant time."""
+
+    def __init__(self, app: ASGIApp, tokens: tuple[str, ...]):
+        super().__init__(app)
+        self.tokens = tuple(t.encode() for t in tokens)
+
+    def refusal(self, scope: Scope) -> SIEError | None:
+        if not self.tokens:
+            return None
+        header = dict(scope.get("headers", [])).get(h.AUTHORIZATION.encode(), b"")
+        if not header.lower().startswith(b"bearer "):
+            return Unauthenticated("send Authorization: Bearer <token>")
+        token = header[7:].strip()
+        if not any(hmac.compare_digest(token, t) for t in self.tokens):
+            return Forbidden("this token is not allowed")
+        return None

@@ -1,6 +1,6 @@
 """The gateway's NATS side: publishing work messages, collecting replies, tracking workers.
 
-The HTTP side (the single server's API) is in ``cluster/gateway_routes.py``.
+The HTTP side is the single server's API over ``cluster/gateway_service.py`` (built in ``cluster/gateway_app.py``).
 
 Each request becomes work messages on its model's pool stream for its priority class;
 replies come back on the gateway's inbox. Bodies too large for one message go by
@@ -19,7 +19,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sie_server.catalog.loader import Catalog
 from sie_server.cluster import streams
 from sie_server.cluster.streams import Reply
-from sie_server.engine.policy import PRIORITIES
+from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError, QueueFull
 
 log = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ class Gateway:
             raise InferenceError(message, status=504) from None
         return Reply.unpack(msg.data)
 
-    async def rest_of_stream(self, call: Call, first: Reply) -> AsyncIterator[bytes]:
+    async def rest_of_stream(self, call: Call, first: Reply) -> AsyncGenerator[bytes, None]:
         """The parts of a streamed answer after ``first``, until the last. Ends with an error
         event if the worker producing it stops heartbeating (its work is not redone: the
         caller has already seen part of the answer); tells the worker to stop if the caller

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from sie_server.engine.policy import PRIORITIES
+from sie_server.contract.headers import PRIORITIES
 
 CONSUMER = "workers"
 HEARTBEAT_SUBJECT = "sie.workers.{pool}"

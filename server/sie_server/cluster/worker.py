@@ -24,16 +24,18 @@ import socket
 import uuid
 from typing import Any
 
-from sie_server.api.codec import MSGPACK
-from sie_server.api.model_info import model_info
 from sie_server.cluster import streams
 from sie_server.cluster.asgi_call import call_app
 from sie_server.cluster.streams import Reply
-from sie_server.engine.policy import PRIORITIES
+from sie_server.contract import envelope
+from sie_server.contract import headers as h
+from sie_server.contract.codec import MSGPACK, dumps_json
+from sie_server.contract.headers import PRIORITIES
+from sie_server.errors import InferenceError
 from sie_server.memory.pool import ModelState
 
 log = logging.getLogger(__name__)
-FORWARDED = ("x-sie-error-code", "retry-after", "content-type")
+FORWARDED = (h.ERROR_CODE, h.RETRY_AFTER, h.CONTENT_TYPE)
 FETCH_WAIT_S = 1.0
 
 
@@ -161,11 +163,11 @@ class QueueWorker:
         if streams.BODY_REF in headers:
             body = (await self.store.get(headers[streams.BODY_REF])).data
         response = await call_app(self.app, headers.get(streams.PATH, "/"), body, {
-            "content-type": MSGPACK,
-            "accept": MSGPACK,
-            "x-sie-priority": headers.get(streams.PRIORITY, "interactive"),
-            "x-sie-wait-for-model": headers.get(streams.WAIT_FOR_MODEL, "true"),
-            "x-sie-queue-token": self.app.state.sie.queue_token,
+            h.CONTENT_TYPE: MSGPACK,
+            h.ACCEPT: MSGPACK,
+            h.PRIORITY: headers.get(streams.PRIORITY, "interactive"),
+            h.WAIT_FOR_MODEL: headers.get(streams.WAIT_FOR_MODEL, "true"),
+            h.QUEUE_TOKEN: self.app.state.sie.queue_token,
         })  # fmt: skip
         kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
         reply_to = headers[streams.REPLY_TO]
@@ -210,9 +212,10 @@ class QueueWorker:
         headers = msg.headers or {}
         message = (f"this work was attempted {delivered - 1} times without an answer (workers died or timed out); "
                    "it was moved to the dead-letter stream")  # fmt: skip
-        body = json.dumps({"detail": {"code": "INFERENCE_ERROR", "message": message}}).encode()
+        error = InferenceError(message)
+        body = dumps_json(envelope.error_body(error))
         await self.js.publish(streams.DEAD_LETTER_SUBJECT.format(pool=self.pool), msg.data, headers=headers)
-        error_headers = {"x-sie-error-code": "INFERENCE_ERROR", "content-type": "application/json"}
+        error_headers = {**envelope.error_headers(error.code.value), h.CONTENT_TYPE: "application/json"}
         await self._reply(headers.get(streams.REPLY_TO, ""), Reply(500, error_headers, body, worker=self.id))
         await msg.term()
 
@@ -229,9 +232,9 @@ class QueueWorker:
     async def _beat(self, *, only_if_changed: bool = False) -> None:
         """Tell the gateways this worker is alive, and what each model it has touched is doing."""
         state = self.app.state.sie
-        models = {s.config.id: model_info(s.config, state) for s in state.pool.slots()
+        models = {s.config.id: state.model_info(s.config).model_dump() for s in state.pool.slots()
                   if s.state is not ModelState.AVAILABLE}  # fmt: skip
-        summary = {model_id: info["state"] for model_id, info in models.items()}
+        summary = {model_id: str(info["state"]) for model_id, info in models.items()}
         if only_if_changed and summary == self._last_beat:
             return
         self._last_beat = summary
@@ -245,7 +248,7 @@ class QueueWorker:
         command = json.loads(msg.data)
         if "reload" not in command:
             return
-        token = {"x-sie-queue-token": self.app.state.sie.queue_token}
+        token = {h.QUEUE_TOKEN: self.app.state.sie.queue_token}
         response = await call_app(self.app, f"/v1/models/{command['reload']}/reload", b"", token)
         kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
         body = await response.read()

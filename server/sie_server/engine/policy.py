@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-INTERACTIVE = "interactive"
-BATCH = "batch"
-PRIORITIES = (INTERACTIVE, BATCH)
+from sie_server.contract.headers import PRIORITIES, Priority
+
+INTERACTIVE = Priority.INTERACTIVE.value
+BATCH = Priority.BATCH.value
+__all__ = ["BATCH", "INTERACTIVE", "PRIORITIES", "PriorityPolicy"]
 
 
 class PriorityPolicy:

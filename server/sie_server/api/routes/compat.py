@@ -1,75 +1,113 @@
-"""Compatibility shapes: OpenAI ``/v1/embeddings`` and Cohere/Jina-style ``/v1/rerank`` (always JSON)."""
+"""Other APIs' shapes over the same engine: OpenAI ``/v1/embeddings``, and rerank as Cohere's
+clients (``/v1/rerank``, ``/v2/rerank``) and Jina's call it. Always JSON."""
 
 from __future__ import annotations
 
 import base64
-from typing import Any
+import uuid
 
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from sie_server.api.codec import json_response, parse
-from sie_server.api.inputs import check_count, check_text
-from sie_server.api.schemas import OpenAIEmbeddingsRequest, RerankDocument, RerankRequest
-from sie_server.api.state import call_options, resolve, server
-from sie_server.engine.service import TextInput
+from sie_server.api.body import json_response, parse
+from sie_server.api.context import call, model_for, service
+from sie_server.api.openapi import doc
+from sie_server.contract.requests import (
+    EncodeParams,
+    EncodeRequest,
+    ItemIn,
+    OpenAIEmbeddingsRequest,
+    RerankDocument,
+    RerankRequest,
+    ScoreRequest,
+)
+from sie_server.contract.responses import (
+    ApiVersion,
+    BilledUnits,
+    EmbeddingUsage,
+    OpenAIEmbedding,
+    OpenAIEmbeddingsResponse,
+    RerankedDocument,
+    RerankMeta,
+    RerankResponse,
+    RerankResult,
+    RerankUsage,
+)
 from sie_server.errors import InvalidInput
 
-router = APIRouter()
+router = APIRouter(tags=["compatible"])
 
 
-@router.post("/v1/embeddings")
+@router.post(
+    "/v1/embeddings",
+    **doc(OpenAIEmbeddingsResponse, body=OpenAIEmbeddingsRequest, openai=True, msgpack=False),
+)
 async def embeddings(request: Request) -> Response:
-    body = await parse(request, OpenAIEmbeddingsRequest, server(request).settings.max_body_bytes)
-    state, config = resolve(request, body.model, "encode")
+    svc = service(request)
+    body = await parse(request, OpenAIEmbeddingsRequest, svc.limits.max_body_bytes)
+    config = model_for(request, body.model, "encode")
     texts = [body.input] if isinstance(body.input, str) else body.input
-    check_count(len(texts), state.settings)
-    for i, text in enumerate(texts):
-        check_text(text, f"input[{i}]", state.settings)
+    svc.limits.texts(texts, "input")
     encode = config.tasks.encode
     dim = encode.dense.dim if encode and encode.dense else None
     if body.dimensions is not None and body.dimensions != dim:
         raise InvalidInput(f"model {config.id} returns {dim} dimensions; `dimensions` must be {dim} or absent")
-    outcome = await state.service.encode(
-        config,
-        [TextInput(id=str(i), text=t) for i, t in enumerate(texts)],
-        output_types=["dense"],
-        is_query=False,
-        instruction=None,
-        call=call_options(request),
+    native = EncodeRequest(
+        items=[ItemIn(id=str(i), text=t) for i, t in enumerate(texts)],
+        params=EncodeParams(output_types=["dense"]),
     )
-    data: list[dict[str, Any]] = []
-    for index, outputs in enumerate(outcome.outputs):
-        vector = np.asarray(outputs["dense"], dtype="<f4")
-        embedding: Any = base64.b64encode(vector.tobytes()).decode() if body.encoding_format == "base64" else vector
-        data.append({"object": "embedding", "index": index, "embedding": embedding})
-    usage = {"prompt_tokens": outcome.prompt_tokens, "total_tokens": outcome.prompt_tokens}
-    return json_response({"object": "list", "data": data, "model": outcome.model, "usage": usage})
+    answer = await svc.encode(config, native, call(request))
+    data = []
+    for index, item in enumerate(answer.items):
+        assert item.dense is not None
+        vector = np.asarray(item.dense.values, dtype="<f4")
+        value = base64.b64encode(vector.tobytes()).decode() if body.encoding_format == "base64" else vector
+        data.append(OpenAIEmbedding(index=index, embedding=value))
+    tokens = answer.usage.prompt_tokens
+    usage = EmbeddingUsage(prompt_tokens=tokens, total_tokens=tokens)
+    return json_response(OpenAIEmbeddingsResponse(data=data, model=answer.model, usage=usage))
 
 
-@router.post("/v1/rerank")
-async def rerank(request: Request) -> Response:
-    body = await parse(request, RerankRequest, server(request).settings.max_body_bytes)
-    state, config = resolve(request, body.model, "score")
+async def _rerank(request: Request, version: str) -> Response:
+    svc = service(request)
+    body = await parse(request, RerankRequest, svc.limits.max_body_bytes)
+    config = model_for(request, body.model, "score")
     texts = [d.text if isinstance(d, RerankDocument) else d for d in body.documents]
-    check_count(len(texts), state.settings)
-    check_text(body.query, "query", state.settings)
-    for i, text in enumerate(texts):
-        check_text(text, f"documents[{i}]", state.settings)
-    outcome = await state.service.score(
-        config,
-        TextInput(id="query", text=body.query),
-        [TextInput(id=str(i), text=t) for i, t in enumerate(texts)],
-        instruction=None,
-        call=call_options(request),
+    svc.limits.text(body.query, "query")
+    svc.limits.texts(texts, "documents")
+    native = ScoreRequest(
+        query=ItemIn(id="query", text=body.query), items=[ItemIn(id=str(i), text=t) for i, t in enumerate(texts)]
     )
-    ranked = outcome.scores[: body.top_n] if body.top_n else outcome.scores
-    results: list[dict[str, Any]] = []
-    for item_id, value in ranked:
-        result: dict[str, Any] = {"index": int(item_id), "relevance_score": value}
-        if body.return_documents:
-            result["document"] = {"text": texts[int(item_id)]}
-        results.append(result)
-    usage = {"prompt_tokens": outcome.prompt_tokens, "total_tokens": outcome.prompt_tokens}
-    return json_response({"model": outcome.model, "results": results, "usage": usage})
+    answer = await svc.score(config, native, call(request))
+    ranked = answer.scores[: body.top_n] if body.top_n else answer.scores
+    results = [
+        RerankResult(
+            index=int(s.item_id),
+            relevance_score=s.score,
+            document=RerankedDocument(text=texts[int(s.item_id)]) if body.return_documents else None,
+        )
+        for s in ranked
+    ]
+    tokens = answer.usage.prompt_tokens
+    return json_response(
+        RerankResponse(
+            id=str(uuid.uuid4()),
+            model=answer.model,
+            results=results,
+            usage=RerankUsage(prompt_tokens=tokens, total_tokens=tokens),
+            meta=RerankMeta(api_version=ApiVersion(version=version), billed_units=BilledUnits(search_units=1)),
+        )
+    )
+
+
+@router.post("/v1/rerank", **doc(RerankResponse, body=RerankRequest, msgpack=False))
+async def rerank_v1(request: Request) -> Response:
+    """Cohere's ``Client.rerank`` and Jina's rerank API."""
+    return await _rerank(request, "1")
+
+
+@router.post("/v2/rerank", **doc(RerankResponse, body=RerankRequest, msgpack=False))
+async def rerank_v2(request: Request) -> Response:
+    """Cohere's ``ClientV2.rerank``."""
+    return await _rerank(request, "2")

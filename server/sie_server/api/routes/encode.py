@@ -1,47 +1,38 @@
-"""``POST /v1/encode/{model}``."""
+"""``POST /v1/encode/{model}``: dense, sparse and multivector vectors."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from sie_server.api.codec import parse, render
-from sie_server.api.inputs import text_inputs
-from sie_server.api.outputs import check_dtype, encode_item
-from sie_server.api.schemas import EncodeRequest
-from sie_server.api.state import call_options, resolve
+from sie_server.api.body import parse, render
+from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.openapi import doc
+from sie_server.contract.requests import EncodeParams, EncodeRequest
+from sie_server.contract.responses import EncodeResponse
 from sie_server.errors import InvalidInput
 
-router = APIRouter()
+router = APIRouter(tags=["work"])
+DENSE_DTYPES = ("float32", "float16", "int8", "uint8", "binary", "ubinary")
 
 
-@router.post("/v1/encode/{model:path}")
-async def encode(model: str, request: Request) -> Response:
-    state, config = resolve(request, model, "encode")
-    body = await parse(request, EncodeRequest, state.settings.max_body_bytes)
-    params = body.params
-    output_types: list[str] = list(params.output_types) if params and params.output_types else ["dense"]
-    dtype = (params.output_dtype if params else None) or "float32"
-    check_dtype(dtype, output_types)
-    options = (params.options if params else None) or {}
-    is_query = options.get("is_query", False)
+def check_params(params: EncodeParams | None) -> None:
+    if params is None:
+        return
+    output_types = list(params.output_types or ["dense"])
+    dtype = params.output_dtype or "float32"
+    if dtype not in ("float32", "float16") and output_types != ["dense"]:
+        raise InvalidInput(f"output_dtype {dtype} applies to dense output only; ask for output_types ['dense']")
+    is_query = (params.options or {}).get("is_query", False)
     if not isinstance(is_query, bool):
         raise InvalidInput("params.options.is_query must be true or false")
-    outcome = await state.service.encode(
-        config,
-        text_inputs(body.items, config, state.settings),
-        output_types=output_types,
-        is_query=is_query,
-        instruction=params.instruction if params else None,
-        call=call_options(request),
-    )
-    encode_task = config.tasks.encode
-    dims = {k: getattr(encode_task, k).dim for k in encode_task.output_types()} if encode_task else {}
-    payload = {
-        "model": outcome.model,
-        "items": [encode_item(i, o, dtype, dims) for i, o in zip(outcome.ids, outcome.outputs, strict=True)],
-        "timing": outcome.timing.as_dict(),
-        "usage": {"prompt_tokens": outcome.prompt_tokens},
-        "truncated_items": outcome.truncated,
-    }
-    return render(request, payload)
+
+
+@router.post("/v1/encode/{model:path}", **doc(EncodeResponse, body=EncodeRequest))
+async def encode(request: Request, model: str = MODEL) -> Response:
+    config = model_for(request, model, "encode")
+    svc = service(request)
+    body = await parse(request, EncodeRequest, svc.limits.max_body_bytes)
+    svc.limits.items(body.items, config)
+    check_params(body.params)
+    return render(request, await svc.encode(config, body, call(request)))

@@ -5,24 +5,19 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from sie_server.api.codec import parse, render
-from sie_server.api.inputs import text_inputs
-from sie_server.api.schemas import ExtractRequest
-from sie_server.api.state import call_options, resolve
+from sie_server.api.body import parse, render
+from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.openapi import doc
+from sie_server.contract.requests import ExtractRequest
+from sie_server.contract.responses import ExtractResponse
 
-router = APIRouter()
+router = APIRouter(tags=["work"])
 
 
-@router.post("/v1/extract/{model:path}")
-async def extract(model: str, request: Request) -> Response:
-    state, config = resolve(request, model, "extract")
-    body = await parse(request, ExtractRequest, state.settings.max_body_bytes)
-    outcome = await state.service.extract(
-        config,
-        text_inputs(body.items, config, state.settings),
-        labels=body.params.labels if body.params else None,
-        threshold=body.params.threshold if body.params else None,
-        call=call_options(request),
-    )
-    items = [{"id": i, "entities": e} for i, e in zip(outcome.ids, outcome.entities, strict=True)]
-    return render(request, {"model": outcome.model, "items": items, "timing": outcome.timing.as_dict()})
+@router.post("/v1/extract/{model:path}", **doc(ExtractResponse, body=ExtractRequest))
+async def extract(request: Request, model: str = MODEL) -> Response:
+    config = model_for(request, model, "extract")
+    svc = service(request)
+    body = await parse(request, ExtractRequest, svc.limits.max_body_bytes)
+    svc.limits.items(body.items, config)
+    return render(request, await svc.extract(config, body, call(request)))

@@ -1,144 +1,134 @@
-"""Generation: native ``/v1/generate/{model}`` and OpenAI ``/v1/chat/completions`` / ``/v1/completions``,
-each as one JSON answer or as server-sent events ending in ``data: [DONE]``."""
+"""Generation: native ``/v1/generate/{model}`` and OpenAI ``/v1/chat/completions`` and
+``/v1/completions``, each as one JSON answer or as server-sent events ending in ``data: [DONE]``."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
-from sie_server.api.codec import json_response, parse, render
-from sie_server.api.schemas import ChatCompletionRequest, CompletionRequest, GenerateRequest, Message
-from sie_server.api.state import call_options, resolve, server
-from sie_server.engine.generation import GenerationService, SamplingParams, Sequence, usage
-from sie_server.errors import InvalidInput, SIEError
+from sie_server.api.body import json_response, parse, render
+from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.openapi import doc
+from sie_server.api.service import TextStream
+from sie_server.api.streaming import sse, whole
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.envelope import Shape
+from sie_server.contract.limits import Limits
+from sie_server.contract.requests import ChatCompletionRequest, CompletionRequest, GenerateRequest
+from sie_server.contract.responses import (
+    ChatChoice,
+    ChatChunkChoice,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatDelta,
+    ChatMessageOut,
+    Completion,
+    CompletionChoice,
+    GenerateChunk,
+    GenerateResponse,
+)
+from sie_server.errors import InvalidInput
 
-router = APIRouter()
-Chunk = Callable[[str, str | None, Sequence], dict[str, Any]]
+router = APIRouter(tags=["generate"])
 
 
-def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
-    return (stop,) if isinstance(stop, str) else tuple(stop or ())
-
-
-async def _start(
-    request: Request, model_id: str, prompt: str | None, messages: list[Message] | None, params: SamplingParams
-) -> tuple[Sequence, str]:
-    state, config = resolve(request, model_id, "generate")
-    if config.tasks.generate is None:
-        raise InvalidInput(f"model {config.id} does not support generate (its tasks: {config.tasks.names()})")
-    if (prompt is None) == (messages is None):
+def check(request: GenerateRequest, limits: Limits) -> None:
+    if (request.prompt is None) == (request.messages is None):
         raise InvalidInput("send exactly one of `prompt` or `messages`")
-    as_dicts = [m.model_dump() for m in messages] if messages is not None else None
-    seq, _ = await state.generation.start(
-        config, prompt=prompt, messages=as_dicts, params=params, wait_for_load=call_options(request).wait_for_load
-    )
-    return seq, config.id
+    if request.prompt is not None:
+        limits.text(request.prompt, "prompt")
+    for i, message in enumerate(request.messages or []):
+        limits.text(message.content, f"messages[{i}].content")
 
 
-def _sse(seq: Sequence, chunk: Chunk, final: Callable[[Sequence], list[dict[str, Any]]]) -> StreamingResponse:
-    async def events() -> AsyncIterator[bytes]:
-        try:
-            async for delta in GenerationService.stream(seq):
-                yield f"data: {json.dumps(chunk(delta, None, seq))}\n\n".encode()
-            for last in final(seq):
-                yield f"data: {json.dumps(last)}\n\n".encode()
-        except SIEError as exc:
-            yield f"data: {json.dumps({'detail': {'code': exc.code.value, 'message': exc.message}})}\n\n".encode()
-        yield b"data: [DONE]\n\n"
-
-    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+async def start(request: Request, config: ModelConfig, body: GenerateRequest) -> TextStream:
+    svc = service(request)
+    check(body, svc.limits)
+    return await svc.generate(config, body, call(request))
 
 
-async def _wait(request: Request, seq: Sequence) -> None:
-    """Wait for a whole answer; stop decoding if the client goes away first."""
-    import asyncio
-
-    disconnected = call_options(request).disconnected
-    finished = asyncio.ensure_future(server(request).generation.complete(seq))
-    watcher = asyncio.ensure_future(disconnected()) if disconnected else None
-    try:
-        await asyncio.wait([t for t in (finished, watcher) if t is not None], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if watcher is not None:
-            watcher.cancel()
-    if not finished.done():
-        seq.cancelled = True
-        finished.cancel()
-        raise InvalidInput("client disconnected")
-    finished.result()
-
-
-@router.post("/v1/generate/{model:path}")
-async def generate(model: str, request: Request) -> Response:
-    body = await parse(request, GenerateRequest, server(request).settings.max_body_bytes)
-    params = SamplingParams(body.max_new_tokens, body.temperature, body.top_p, _stops(body.stop), body.seed)
-    seq, model_id = await _start(request, model, body.prompt, body.messages, params)
+@router.post("/v1/generate/{model:path}", **doc(GenerateResponse, body=GenerateRequest, stream=GenerateChunk))
+async def generate(request: Request, model: str = MODEL) -> Response:
+    config = model_for(request, model, "generate")
+    body = await parse(request, GenerateRequest, service(request).limits.max_body_bytes)
+    stream = await start(request, config, body)
     if body.stream:
-        return _sse(
-            seq,
-            lambda delta, reason, s: {"model": model_id, "text": delta, "finish_reason": reason},
-            lambda s: [{"model": model_id, "text": "", "finish_reason": s.finish_reason, "usage": usage(s)}],
+        return sse(
+            stream,
+            lambda delta: GenerateChunk(model=config.id, text=delta),
+            lambda s: [GenerateChunk(model=config.id, text="", finish_reason=s.finish_reason, usage=s.usage)],
         )
-    await _wait(request, seq)
-    return render(
-        request, {"model": model_id, "text": seq.text, "finish_reason": seq.finish_reason, "usage": usage(seq)}
-    )
+    await whole(stream, call(request))
+    answer = GenerateResponse(model=config.id, text=stream.text, finish_reason=stream.finish_reason, usage=stream.usage)
+    return render(request, answer)
 
 
-@router.post("/v1/chat/completions")
+@router.post(
+    "/v1/chat/completions",
+    **doc(ChatCompletion, body=ChatCompletionRequest, stream=ChatCompletionChunk, openai=True, msgpack=False),
+)
 async def chat_completions(request: Request) -> Response:
-    body = await parse(request, ChatCompletionRequest, server(request).settings.max_body_bytes)
-    max_tokens = body.max_completion_tokens or body.max_tokens or 256
-    params = SamplingParams(max_tokens, body.temperature, body.top_p, _stops(body.stop), body.seed)
-    seq, model_id = await _start(request, body.model, None, body.messages, params)
+    body = await parse(request, ChatCompletionRequest, service(request).limits.max_body_bytes)
+    config = model_for(request, body.model, "generate")
+    native = GenerateRequest(
+        messages=body.messages,
+        max_new_tokens=body.max_completion_tokens or body.max_tokens or 256,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        stop=body.stop,
+        seed=body.seed,
+    )
+    stream = await start(request, config, native)
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
-    base = {"id": ident, "created": created, "model": model_id}
     if body.stream:
         first = [True]
 
-        def chunk(delta: str, reason: str | None, s: Sequence) -> dict[str, Any]:
-            content: dict[str, Any] = {"content": delta}
-            if first[0]:
-                content["role"], first[0] = "assistant", False
-            choice = {"index": 0, "delta": content, "finish_reason": reason}
-            return {**base, "object": "chat.completion.chunk", "choices": [choice]}
+        def chunk(delta: str) -> ChatCompletionChunk:
+            role: Literal["assistant"] | None = "assistant" if first[0] else None
+            first[0] = False
+            choice = ChatChunkChoice(delta=ChatDelta(role=role, content=delta))
+            return ChatCompletionChunk(id=ident, created=created, model=config.id, choices=[choice])
 
-        def final(s: Sequence) -> list[dict[str, Any]]:
-            done = {"index": 0, "delta": {}, "finish_reason": s.finish_reason}
-            return [{**base, "object": "chat.completion.chunk", "choices": [done], "usage": usage(s)}]
+        def final(s: TextStream) -> list[ChatCompletionChunk]:
+            done = ChatChunkChoice(delta=ChatDelta(), finish_reason=s.finish_reason)
+            return [ChatCompletionChunk(id=ident, created=created, model=config.id, choices=[done], usage=s.usage)]
 
-        return _sse(seq, chunk, final)
-    await _wait(request, seq)
-    message = {"role": "assistant", "content": seq.text}
-    choice = {"index": 0, "message": message, "finish_reason": seq.finish_reason, "logprobs": None}
-    return json_response({**base, "object": "chat.completion", "choices": [choice], "usage": usage(seq)})
+        return sse(stream, chunk, final, Shape.OPENAI)
+    await whole(stream, call(request))
+    choice = ChatChoice(message=ChatMessageOut(content=stream.text), finish_reason=stream.finish_reason)
+    answer = ChatCompletion(id=ident, created=created, model=config.id, choices=[choice], usage=stream.usage)
+    return json_response(answer)
 
 
-@router.post("/v1/completions")
+@router.post(
+    "/v1/completions", **doc(Completion, body=CompletionRequest, stream=Completion, openai=True, msgpack=False)
+)
 async def completions(request: Request) -> Response:
-    body = await parse(request, CompletionRequest, server(request).settings.max_body_bytes)
-    params = SamplingParams(body.max_tokens, body.temperature, body.top_p, _stops(body.stop), body.seed)
-    seq, model_id = await _start(request, body.model, body.prompt, None, params)
-    base = {
-        "id": f"cmpl-{uuid.uuid4().hex[:24]}",
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model_id,
-    }
+    body = await parse(request, CompletionRequest, service(request).limits.max_body_bytes)
+    config = model_for(request, body.model, "generate")
+    native = GenerateRequest(
+        prompt=body.prompt,
+        max_new_tokens=body.max_tokens,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        stop=body.stop,
+        seed=body.seed,
+    )
+    stream = await start(request, config, native)
+    ident, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+
+    def answer(text: str, reason: str | None, s: TextStream | None) -> Completion:
+        choice = CompletionChoice(text=text, finish_reason=reason)
+        usage = s.usage if s is not None else None
+        return Completion(id=ident, created=created, model=config.id, choices=[choice], usage=usage)
+
     if body.stream:
-        return _sse(
-            seq,
-            lambda delta, reason, s: {**base, "choices": [{"index": 0, "text": delta, "finish_reason": reason}]},
-            lambda s: [
-                {**base, "choices": [{"index": 0, "text": "", "finish_reason": s.finish_reason}], "usage": usage(s)}
-            ],
+        return sse(
+            stream, lambda delta: answer(delta, None, None), lambda s: [answer("", s.finish_reason, s)], Shape.OPENAI
         )
-    await _wait(request, seq)
-    choice = {"index": 0, "text": seq.text, "finish_reason": seq.finish_reason, "logprobs": None}
-    return json_response({**base, "choices": [choice], "usage": usage(seq)})
+    await whole(stream, call(request))
+    return json_response(answer(stream.text, stream.finish_reason, stream))

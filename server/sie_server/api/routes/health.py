@@ -1,4 +1,4 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (it serves: preload done, not draining)."""
+"""``/healthz`` (the process answers), ``/readyz`` (it serves) and ``/metrics`` (Prometheus)."""
 
 from __future__ import annotations
 
@@ -6,34 +6,31 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from sie_server.api.codec import json_response
-from sie_server.api.state import server
+from sie_server.api.body import json_response
+from sie_server.api.context import service
+from sie_server.api.openapi import text_doc
+from sie_server.contract.responses import Readiness
 
-router = APIRouter()
+router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_class=PlainTextResponse, **text_doc("`ok` while the process answers"))
 async def healthz() -> Response:
     return PlainTextResponse("ok")
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response, **text_doc("Prometheus exposition text", CONTENT_TYPE_LATEST))
 async def metrics(request: Request) -> Response:
-    return Response(server(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    return Response(service(request).metrics_text(), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={
+        200: {"model": Readiness, "description": "serving"},
+        503: {"model": Readiness, "description": "starting (preload under way) or draining"},
+    },
+)
 async def readyz(request: Request) -> Response:
-    state = server(request)
-    if state.draining:
-        return json_response({"status": "draining"}, 503)
-    if not state.ready:
-        return json_response({"status": "starting"}, 503)
-    return json_response(
-        {
-            "status": "ready",
-            "queued_items": state.scheduler.queued,
-            "inflight_requests": state.inflight,
-            "preload_errors": state.preload_errors,
-        }
-    )
+    ready = service(request).readiness()
+    return json_response(ready, 200 if ready.status == "ready" else 503)

@@ -1,63 +1,38 @@
-"""``GET /v1/models`` and ``GET /v1/models/{model}``: the catalog with each model's live state."""
+"""``GET /v1/models`` (OpenAI's list shape and SIE's), one model, its reload, and ``/v1/memory``."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from sie_server.api.codec import json_response
-from sie_server.api.model_info import model_info
-from sie_server.api.state import server
-from sie_server.cpu_features import detect
-from sie_server.memory.pool import ModelState
+from sie_server.api.body import json_response
+from sie_server.api.context import MODEL, service
+from sie_server.api.openapi import doc
+from sie_server.contract.responses import MemoryReport, ModelInfo, ModelList, OpenAIModel
 
-router = APIRouter()
+router = APIRouter(tags=["models"])
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", **doc(ModelList, errors=(), msgpack=False))
 async def list_models(request: Request) -> Response:
-    state = server(request)
-    models = [model_info(c, state) for c in state.catalog.list()]
-    return json_response({"models": models, "cpu": detect().as_dict()})
+    infos, cpu = await service(request).models()
+    data = [OpenAIModel(id=i.id, created=0, owned_by=i.id.split("/", 1)[0] if "/" in i.id else "sie") for i in infos]
+    return json_response(ModelList(data=data, models=infos, cpu=cpu))
 
 
-@router.get("/v1/memory")
+@router.get("/v1/memory", **doc(MemoryReport, errors=(), msgpack=False))
 async def memory(request: Request) -> Response:
-    state = server(request)
-    pool = state.pool
-    return json_response(
-        {
-            "device": pool.device,
-            "budget_bytes": pool.budget_bytes,
-            "used_bytes": pool.used_bytes,
-            "free_bytes": pool.budget_bytes - pool.used_bytes,
-            "models": [
-                {
-                    "id": s.config.id,
-                    "state": s.state.value,
-                    "charge_bytes": s.charge,
-                    "resident_bytes": s.resident_bytes if s.state is ModelState.LOADED else 0,
-                    "reserve_bytes": s.reserve_bytes,
-                    "pinned": s.config.id in pool.pinned,
-                }
-                for s in pool.slots()
-                if s.charge
-            ],
-        }
-    )
+    return json_response(await service(request).memory())
 
 
-@router.post("/v1/models/{model:path}/reload")
-async def reload(model: str, request: Request) -> Response:
+@router.post("/v1/models/{model:path}/reload", **doc(ModelInfo, errors=(404, 502, 503), msgpack=False))
+async def reload(request: Request, model: str = MODEL) -> Response:
     """Clear a failed load and load again (after fixing the weights, say)."""
-    state = server(request)
-    config = state.service.resolve(model)
-    state.pool.reset(config)
-    await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s)
-    return json_response(model_info(config, state))
+    svc = service(request)
+    return json_response(await svc.reload(svc.resolve(model)))
 
 
-@router.get("/v1/models/{model:path}")
-async def get_model(model: str, request: Request) -> Response:
-    state = server(request)
-    return json_response(model_info(state.service.resolve(model), state))
+@router.get("/v1/models/{model:path}", **doc(ModelInfo, errors=(404,), msgpack=False))
+async def get_model(request: Request, model: str = MODEL) -> Response:
+    svc = service(request)
+    return json_response(await svc.model(svc.resolve(model)))

@@ -1,38 +1,24 @@
-"""``POST /v1/score/{model}``."""
+"""``POST /v1/score/{model}``: items ranked by relevance to a query."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from sie_server.api.codec import parse, render
-from sie_server.api.inputs import text_input, text_inputs
-from sie_server.api.schemas import ScoreRequest
-from sie_server.api.state import call_options, resolve
+from sie_server.api.body import parse, render
+from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.openapi import doc
+from sie_server.contract.requests import ScoreRequest
+from sie_server.contract.responses import ScoreResponse
 
-router = APIRouter()
+router = APIRouter(tags=["work"])
 
 
-@router.post("/v1/score/{model:path}")
-async def score(model: str, request: Request) -> Response:
-    state, config = resolve(request, model, "score")
-    body = await parse(request, ScoreRequest, state.settings.max_body_bytes)
-    query = text_input(body.query, "query", "query", config, state.settings)
-    outcome = await state.service.score(
-        config,
-        query,
-        text_inputs(body.items, config, state.settings),
-        instruction=body.instruction,
-        call=call_options(request),
-    )
-    payload = {
-        "model": outcome.model,
-        "query_id": outcome.query_id,
-        "scores": [
-            {"item_id": item_id, "score": value, "rank": rank} for rank, (item_id, value) in enumerate(outcome.scores)
-        ],
-        "timing": outcome.timing.as_dict(),
-        "usage": {"prompt_tokens": outcome.prompt_tokens},
-        "truncated_items": outcome.truncated,
-    }
-    return render(request, payload)
+@router.post("/v1/score/{model:path}", **doc(ScoreResponse, body=ScoreRequest))
+async def score(request: Request, model: str = MODEL) -> Response:
+    config = model_for(request, model, "score")
+    svc = service(request)
+    body = await parse(request, ScoreRequest, svc.limits.max_body_bytes)
+    svc.limits.item(body.query, "query", config)
+    svc.limits.items(body.items, config)
+    return render(request, await svc.score(config, body, call(request)))

@@ -1,4 +1,5 @@
-"""Wire models of request bodies. Unknown fields are refused so typos get a clear 400."""
+"""Wire models of request bodies. Unknown fields are refused so typos get a clear 400 (the OpenAI
+and Cohere shapes accept the fields their clients send that this server ignores)."""
 
 from __future__ import annotations
 
@@ -81,11 +82,17 @@ class RerankDocument(Wire):
 
 
 class RerankRequest(Wire):
+    """Cohere's rerank (``/v1/rerank``, ``/v2/rerank``) and Jina's, which share these fields."""
+
     model: str
     query: str
     documents: list[str | RerankDocument] = Field(min_length=1)
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool = False
+    # sent by Cohere's clients; accepted and not used
+    rank_fields: list[str] | None = None
+    max_chunks_per_doc: int | None = Field(default=None, ge=1)
+    max_tokens_per_doc: int | None = Field(default=None, ge=1)
 
 
 class Message(Wire):

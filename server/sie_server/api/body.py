@@ -1,0 +1,80 @@
+"""Request bodies in (JSON or msgpack, within the size limit) and answers out (JSON unless the
+client asks for msgpack)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ValidationError
+
+from sie_server.contract import codec
+from sie_server.contract import headers as h
+from sie_server.errors import InvalidInput, PayloadTooLarge
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def read_body(request: Request, max_bytes: int) -> Any:
+    """The decoded body; 413 past ``max_bytes``, 400 when it does not parse."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {max_bytes}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw:
+        raise InvalidInput("request body is empty; send a JSON (or msgpack) object")
+    return codec.decode(request.headers.get(h.CONTENT_TYPE), raw)
+
+
+def describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    more = len(exc.errors()) - 5
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def validate(model: type[M], body: Any) -> M:
+    if not isinstance(body, Mapping):
+        raise InvalidInput(f"request body must be an object, got {type(body).__name__}")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid request: {describe_validation(exc)}") from None
+
+
+async def parse(request: Request, model: type[M], max_bytes: int) -> M:
+    return validate(model, await read_body(request, max_bytes))
+
+
+def wants_msgpack(request: Request) -> bool:
+    return codec.is_msgpack(request.headers.get(h.ACCEPT))
+
+
+def render(
+    request: Request, answer: BaseModel | Mapping[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """An answer as msgpack when the client accepts it, else JSON."""
+    if wants_msgpack(request):
+        return Response(codec.pack(dump(answer)), status_code=status, media_type=codec.MSGPACK, headers=headers)
+    return json_response(answer, status, headers)
+
+
+def json_response(
+    answer: BaseModel | Mapping[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    return Response(codec.dumps_json(dump(answer)), status_code=status, media_type=codec.JSON, headers=headers)
+
+
+def dump(answer: BaseModel | Mapping[str, Any]) -> Any:
+    return answer.model_dump() if isinstance(answer, BaseModel) else answer

@@ -1,0 +1,96 @@
+"""What the OpenAPI spec says of each route: its request body, its answers, its errors.
+
+The routes read their bodies themselves (JSON or msgpack), so FastAPI would document none;
+``doc()`` describes them, and ``install()`` puts the body models in the spec's components and
+drops the 422 FastAPI adds, which this server never sends (a bad request is a 400).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from sie_server.contract.responses import ErrorEnvelope, OpenAIErrorEnvelope
+from sie_server.errors import ERROR_STATUS
+
+REF = "#/components/schemas/{model}"
+MODEL_ID = (
+    "A catalog model id, e.g. `BAAI/bge-m3`. Ids contain a slash: send it as it is, not escaped "
+    "(the route takes the rest of the path)."
+)
+_documented: dict[str, tuple[type[BaseModel], str]] = {}  # schema name -> (model, json schema mode)
+
+
+def _ref(model: type[BaseModel], mode: str) -> dict[str, str]:
+    _documented[model.__name__] = (model, mode)
+    return {"$ref": REF.format(model=model.__name__)}
+
+
+def _codes(status: int) -> str:
+    codes = [code.value for code, s in ERROR_STATUS.items() if s == status]
+    return ", ".join(codes) if codes else "INVALID_INPUT"
+
+
+def doc(
+    answer: type[BaseModel] | None = None,
+    *,
+    body: type[BaseModel] | None = None,
+    errors: tuple[int, ...] = (400, 404, 413, 502, 503),
+    stream: type[BaseModel] | None = None,
+    openai: bool = False,
+    msgpack: bool = True,
+) -> dict[str, Any]:
+    """Keyword arguments for a route decorator that document it."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    if answer is not None:
+        content: dict[str, Any] = {"application/json": {"schema": _ref(answer, "serialization")}}
+        if msgpack:
+            content["application/msgpack"] = {"schema": _ref(answer, "serialization")}
+        if stream is not None:
+            content["text/event-stream"] = {"schema": _ref(stream, "serialization")}
+        description = "the answer" + (
+            "; with `stream: true`, server-sent events (`data: <chunk>`), the last followed by `data: [DONE]`"
+            if stream is not None
+            else ""
+        )
+        responses[200] = {"description": description, "content": content}
+    envelope = OpenAIErrorEnvelope if openai else ErrorEnvelope
+    for status in (*errors, 500):
+        responses[status] = {
+            "description": f"error codes: {_codes(status)} (also in the `X-SIE-Error-Code` header)",
+            "content": {"application/json": {"schema": _ref(envelope, "serialization")}},
+        }
+    extra: dict[str, Any] = {}
+    if body is not None:
+        schema = _ref(body, "validation")
+        types = ("application/json", "application/msgpack") if msgpack else ("application/json",)
+        extra["requestBody"] = {"required": True, "content": {t: {"schema": schema} for t in types}}
+    return {"responses": responses, "openapi_extra": extra}
+
+
+def text_doc(description: str, media_type: str = "text/plain") -> dict[str, Any]:
+    return {"responses": {200: {"description": description, "content": {media_type: {"schema": {"type": "string"}}}}}}
+
+
+def install(app: FastAPI) -> None:
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for methods in spec.get("paths", {}).values():
+            for operation in methods.values():
+                operation.get("responses", {}).pop("422", None)
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        pairs = [(model, mode) for model, mode in _documented.values()]
+        _, defs = models_json_schema(pairs, ref_template=REF)  # type: ignore[arg-type]
+        schemas.update(defs.get("$defs", {}))
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

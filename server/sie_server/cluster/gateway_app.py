@@ -1,0 +1,44 @@
+"""The gateway's composition root: the server's API (the same routers) over ``GatewayService``.
+
+With no worker alive for a pool a request waits up to ``hold_s`` for one, or gets 202 +
+Retry-After when the caller asks not to wait (``X-SIE-Wait-For-Worker: false``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from sie_server.api.app import create_api
+from sie_server.api.body import json_response
+from sie_server.api.middleware import BearerTokens, RequestMetrics
+from sie_server.cluster.gateway import Gateway, GatewaySettings
+from sie_server.cluster.gateway_service import GatewayService, NoWorkerYet
+from sie_server.contract import envelope
+from sie_server.contract.responses import NoWorkerYet as NoWorkerYetAnswer
+
+
+async def _no_worker_yet(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, NoWorkerYet)
+    return json_response(NoWorkerYetAnswer(pool=exc.pool), 202, envelope.retry_headers(exc.retry_after))
+
+
+def create_gateway_app(settings: GatewaySettings) -> FastAPI:
+    gateway = Gateway(settings)
+    service = GatewayService(gateway)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await gateway.start()
+        yield
+        await gateway.stop()
+
+    app = create_api(service, title="SIE gateway", lifespan=lifespan)
+    app.state.gateway = gateway
+    app.add_exception_handler(NoWorkerYet, _no_worker_yet)
+    app.add_middleware(RequestMetrics, recorder=service)
+    app.add_middleware(BearerTokens, tokens=settings.auth_tokens)
+    return app

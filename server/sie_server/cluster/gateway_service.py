@@ -1,0 +1,256 @@
+"""The routes' ``Service`` on a gateway: each request becomes work for its pool's queue workers,
+their answers come back typed, and encode/extract requests split into slices are merged back in
+item order. The gateway holds no model; validation happened in the shared routes already."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, TypeVar
+
+from prometheus_client import generate_latest
+from pydantic import BaseModel
+
+from sie_server.catalog.info import catalog_info
+from sie_server.catalog.schema import ModelConfig
+from sie_server.cluster.gateway import Call, Gateway
+from sie_server.cluster.streams import Reply
+from sie_server.contract import codec, envelope
+from sie_server.contract import headers as h
+from sie_server.contract import models as contract_models
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.limits import Limits
+from sie_server.contract.requests import EncodeRequest, ExtractRequest, GenerateRequest, ItemIn, ScoreRequest
+from sie_server.contract.responses import (
+    EncodeResponse,
+    ExtractResponse,
+    GatewayModelInfo,
+    GenerateChunk,
+    MemoryReport,
+    ModelInfo,
+    PromptUsage,
+    Readiness,
+    ScoreResponse,
+    Timing,
+    Usage,
+)
+from sie_server.errors import InvalidInput, SIEError
+
+R = TypeVar("R", bound=BaseModel)
+HOLD_POLL_S = 0.2
+
+
+class NoWorkerYet(SIEError):
+    """The pool has no live worker and the caller asked not to wait: answered 202 + Retry-After."""
+
+    def __init__(self, pool: str):
+        super().__init__(f"no worker of pool {pool} is running yet", status=202, retry_after=5)
+        self.pool = pool
+
+
+def _answer(reply: Reply) -> Any:
+    """A worker's answer decoded; its error raised again as the same code, message and status."""
+    content_type = reply.headers.get(h.CONTENT_TYPE, codec.JSON)
+    try:
+        payload = codec.decode(content_type, reply.body) if reply.body else None
+    except SIEError:
+        payload = None
+    if reply.status >= 400:
+        raise envelope.from_answer(reply.status, reply.headers, payload)
+    return payload
+
+
+def _numbered(items: list[ItemIn]) -> list[ItemIn]:
+    """Items with the ids a server would give them (``item-<i>``), so slices keep them."""
+    return [
+        item if item.id is not None else item.model_copy(update={"id": f"item-{i}"}) for i, item in enumerate(items)
+    ]
+
+
+def _timing(parts: list[Timing]) -> Timing:
+    return Timing(**{k: max(getattr(p, k) for p in parts) for k in Timing.model_fields})
+
+
+class GatewayStream:
+    """A generation on a worker, read back from its server-sent events."""
+
+    def __init__(self, model: str, gateway: Gateway, call: Call, first: Reply):
+        self.model = model
+        self._gateway, self._call, self._first = gateway, call, first
+        self._parts: list[str] = []
+        self._reason: str | None = None
+        self._usage = Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
+        self._iter: AsyncGenerator[str, None] | None = None
+        self._closing: asyncio.Future[None] | None = None
+
+    async def _read(self) -> AsyncGenerator[str, None]:
+        buffer = b""
+        bodies = self._gateway.rest_of_stream(self._call, self._first)
+        try:
+            async for body in _prepend(self._first.body, bodies):
+                buffer += body
+                while b"\n\n" in buffer:
+                    event, buffer = buffer.split(b"\n\n", 1)
+                    data = event.removeprefix(b"data: ").strip()
+                    if not data or data == b"[DONE]":
+                        continue
+                    payload = json.loads(data)
+                    if "detail" in payload:
+                        raise envelope.from_event(payload)
+                    chunk = GenerateChunk.model_validate(payload)
+                    if chunk.usage is not None:
+                        self._usage, self._reason = chunk.usage, chunk.finish_reason
+                    if chunk.text:
+                        self._parts.append(chunk.text)
+                        yield chunk.text
+        finally:
+            await bodies.aclose()
+
+    def deltas(self) -> AsyncIterator[str]:
+        if self._iter is None:
+            self._iter = self._read()
+        return self._iter
+
+    async def finish(self) -> None:
+        async for _ in self.deltas():
+            pass
+
+    def cancel(self) -> None:
+        """Closing the reader tells the worker to stop (``Gateway.rest_of_stream``)."""
+        if self._iter is not None and not getattr(self._iter, "ag_running", False):
+            self._closing = asyncio.ensure_future(self._iter.aclose())
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._reason
+
+    @property
+    def usage(self) -> Usage:
+        return self._usage
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for part in rest:
+        yield part
+
+
+class GatewayService:
+    def __init__(self, gateway: Gateway):
+        self.gateway = gateway
+        s = gateway.settings
+        self.limits = Limits(s.max_items_per_request, s.max_text_bytes, s.max_body_bytes)
+
+    def resolve(self, model_id: str) -> ModelConfig:
+        return contract_models.resolve(self.gateway.settings.catalog, model_id)
+
+    async def _pool(self, model: ModelConfig, call: CallOptions) -> str:
+        """The model's pool, once it has a live worker (waiting up to ``hold_s`` unless told not to)."""
+        pool = self.gateway.settings.pool_for(model.id)
+        if self.gateway.live_workers(pool) == 0:
+            if not call.wait_for_worker:
+                raise NoWorkerYet(pool)
+            deadline = time.monotonic() + self.gateway.settings.hold_s
+            while self.gateway.live_workers(pool) == 0 and time.monotonic() < deadline:
+                await asyncio.sleep(HOLD_POLL_S)
+        return pool
+
+    async def _ask(self, model: ModelConfig, task: str, request: BaseModel, answer: type[R], call: CallOptions) -> R:
+        pool = await self._pool(model, call)
+        body = codec.pack(request.model_dump(exclude_none=True))
+        reply = await self.gateway.call(
+            pool, call.priority, f"/v1/{task}/{model.id}", body, model.id, wait_for_model=call.wait_for_load
+        )
+        return answer.model_validate(_answer(reply))
+
+    def _slices(self, items: list[ItemIn]) -> list[list[ItemIn]]:
+        size = self.gateway.settings.split_items
+        numbered = _numbered(items)
+        return [numbered[i : i + size] for i in range(0, len(numbered), size)]
+
+    async def encode(self, model: ModelConfig, request: EncodeRequest, call: CallOptions) -> EncodeResponse:
+        parts = await asyncio.gather(*(
+            self._ask(model, "encode", request.model_copy(update={"items": chunk}), EncodeResponse, call)
+            for chunk in self._slices(request.items)
+        ))  # fmt: skip
+        return EncodeResponse(
+            model=parts[0].model,
+            items=[item for part in parts for item in part.items],
+            timing=_timing([p.timing for p in parts]),
+            usage=PromptUsage(prompt_tokens=sum(p.usage.prompt_tokens for p in parts)),
+            truncated_items=[i for part in parts for i in part.truncated_items],
+        )
+
+    async def extract(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
+        parts = await asyncio.gather(*(
+            self._ask(model, "extract", request.model_copy(update={"items": chunk}), ExtractResponse, call)
+            for chunk in self._slices(request.items)
+        ))  # fmt: skip
+        items = [item for part in parts for item in part.items]
+        return ExtractResponse(model=parts[0].model, items=items, timing=_timing([p.timing for p in parts]))
+
+    async def score(self, model: ModelConfig, request: ScoreRequest, call: CallOptions) -> ScoreResponse:
+        return await self._ask(model, "score", request, ScoreResponse, call)
+
+    async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> GatewayStream:
+        pool = await self._pool(model, call)
+        body = codec.pack(request.model_copy(update={"stream": True}).model_dump(exclude_none=True))
+        sent = await self.gateway.send(
+            pool, call.priority, f"/v1/generate/{model.id}", body, model.id, wait_for_model=call.wait_for_load
+        )
+        try:
+            first = await self.gateway.receive(sent)
+        except BaseException:
+            await self.gateway.close(sent)
+            raise
+        if not first.more:  # a whole answer: the worker refused before streaming
+            await self.gateway.close(sent)
+            _answer(first)
+            raise InvalidInput(f"the worker answered {first.status} without a stream")
+        return GatewayStream(model.id, self.gateway, sent, first)
+
+    def _info(self, config: ModelConfig) -> GatewayModelInfo:
+        """The catalog's facts, overlaid with what the most useful worker report says (loaded first)."""
+        pool = self.gateway.settings.pool_for(config.id)
+        reports = self.gateway.reports(config.id)
+        info = {**catalog_info(config).model_dump(), **(reports[0] if reports else {})}
+        loaded_on = sum(1 for r in reports if r.get("state") == "loaded")
+        return GatewayModelInfo(**info, pool=pool, workers=self.gateway.live_workers(pool), loaded_on=loaded_on)
+
+    async def models(self) -> tuple[list[ModelInfo], dict[str, object] | None]:
+        return [self._info(c) for c in self.gateway.settings.catalog.list()], None
+
+    async def model(self, model: ModelConfig) -> ModelInfo:
+        return self._info(model)
+
+    async def reload(self, model: ModelConfig) -> ModelInfo:
+        pool = self.gateway.settings.pool_for(model.id)
+        _answer(await self.gateway.reload(pool, model.id, self.gateway.settings.timeout_s))
+        return self._info(model)
+
+    async def memory(self) -> MemoryReport:
+        raise InvalidInput("a gateway holds no models; ask a worker's /v1/memory", status=404)
+
+    def readiness(self) -> Readiness:
+        nc = self.gateway.nc
+        return Readiness(status="ready" if nc is not None and nc.is_connected else "starting")
+
+    def metrics_text(self) -> bytes:
+        return generate_latest(self.gateway.metrics.registry)
+
+    # the metrics middleware's recorder
+
+    def started(self) -> None:
+        pass
+
+    def finished(self, model: str | None, task: str | None, status: str, seconds: float) -> None:
+        if task is None:
+            return
+        self.gateway.metrics.requests.labels(task, status).inc()
+        self.gateway.metrics.duration.labels(task).observe(seconds)

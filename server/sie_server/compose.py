@@ -1,0 +1,126 @@
+"""The server's composition root: catalog, pool, scheduler and services built from settings,
+put behind the HTTP API, with a queue worker when the server is one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from sie_server.api.app import create_api
+from sie_server.api.middleware import QueueOnly, RequestMetrics
+from sie_server.catalog.loader import Catalog, canonical_id
+from sie_server.cpu_features import detect
+from sie_server.device import device_kind, resolve_device
+from sie_server.engine.frontdoor import EngineFrontDoor
+from sie_server.engine.generation import GenerationService
+from sie_server.engine.policy import PriorityPolicy
+from sie_server.engine.scheduler import Scheduler
+from sie_server.engine.service import InferenceService
+from sie_server.errors import SIEError
+from sie_server.memory.budget import available_bytes, parse_budget
+from sie_server.memory.pool import ModelPool
+from sie_server.observability.metrics import Metrics
+from sie_server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_state(settings: Settings) -> EngineFrontDoor:
+    """Every component, wired; nothing started yet."""
+    catalog = Catalog(settings.models_dir, set(settings.models) if settings.models else None)
+    if catalog.errors:
+        raise ValueError("the catalog has invalid files:\n" + "\n".join(catalog.errors.values()))
+    if settings.models:
+        unknown = sorted(set(settings.models) - {c.id for c in catalog.list()})
+        if unknown:
+            raise ValueError(f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}")
+    device = resolve_device(settings.device)
+    metrics = Metrics()
+    pinned = frozenset(canonical_id(m) for m in settings.pin)
+    budget = parse_budget(settings.memory_budget, available_bytes(device))
+    pool = ModelPool(
+        device,
+        device_kind(device),
+        offline=settings.offline,
+        budget_bytes=budget,
+        metrics=metrics,
+        pinned=pinned,
+        cpu_precision=settings.cpu_precision,
+    )
+    policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens, lanes=not settings.single_lane)
+    scheduler = Scheduler(
+        pool,
+        metrics,
+        policy=policy,
+        max_queued_items=settings.max_queued_items,
+        load_timeout_s=settings.load_timeout_s,
+    )
+    inference = InferenceService(catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s)
+    generation = GenerationService(pool, settings.load_timeout_s)
+    pool.is_busy = lambda model_id: scheduler.busy(model_id) or generation.busy(model_id)
+    log.info("device %s, memory budget %.1f MiB", device, budget / 2**20)
+    if device_kind(device) == "cpu":
+        cpu = detect()
+        found = ", ".join(cpu.flags) or "none of the precision-relevant flags"
+        log.info("cpu %s: %s; precisions it runs: %s", cpu.model or "(unknown)", found, ", ".join(cpu.precisions))
+    return EngineFrontDoor(settings, catalog, pool, scheduler, inference, metrics, generation)
+
+
+async def preload(state: EngineFrontDoor) -> None:
+    for model_id in dict.fromkeys([*state.settings.pin, *state.settings.preload]):
+        try:
+            config = state.resolve(model_id)
+            await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s)
+        except SIEError as exc:
+            state.preload_errors[model_id] = exc.message
+            log.error("preload of %s failed: %s", model_id, exc.message)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    state = build_state(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        state.scheduler.start()
+        background = [loop.create_task(preload(state))]
+        background[0].add_done_callback(lambda _: setattr(state, "ready", True))
+        if settings.idle_evict_s:
+            background.append(loop.create_task(state.pool.evict_idle_forever(settings.idle_evict_s)))
+        worker, pulling = None, None
+        if settings.queue:
+            from sie_server.cluster.worker import QueueWorker
+
+            worker = QueueWorker(
+                app,
+                nats_url=settings.queue,
+                pool=settings.pool,
+                ack_wait_s=settings.ack_wait_s,
+                max_deliver=settings.max_deliver,
+            )
+            pulling = loop.create_task(worker.run())
+        yield
+        if worker is not None and pulling is not None:  # stop pulling, answer what was taken; engine still runs
+            worker.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pulling, settings.load_timeout_s)
+        state.draining = True
+        for task in background:
+            task.cancel()
+        await state.scheduler.stop()
+        state.inference.close()
+        await state.generation.stop()
+
+    app = create_api(state, title="SIE", lifespan=lifespan)
+    app.state.sie = state
+    app.add_middleware(RequestMetrics, recorder=state.requests)
+    if settings.queue:
+        state.queue_token = secrets.token_hex(16)
+        app.add_middleware(QueueOnly, token=state.queue_token)
+    return app

@@ -1,0 +1,78 @@
+"""Header names, the priority classes, and how a request's call options are read from its headers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sie_server.errors import InvalidInput
+
+PRIORITY = "x-sie-priority"
+WAIT_FOR_MODEL = "x-sie-wait-for-model"
+WAIT_FOR_WORKER = "x-sie-wait-for-worker"
+ERROR_CODE = "x-sie-error-code"
+QUEUE_TOKEN = "x-sie-queue-token"
+RETRY_AFTER = "retry-after"
+AUTHORIZATION = "authorization"
+CONTENT_TYPE = "content-type"
+ACCEPT = "accept"
+
+
+class Priority(StrEnum):
+    """Scheduling classes, most urgent first."""
+
+    INTERACTIVE = "interactive"
+    BATCH = "batch"
+
+
+PRIORITIES: tuple[str, ...] = tuple(p.value for p in Priority)
+_FALSE = frozenset({"0", "false", "no", "off"})
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+def flag(headers: Mapping[str, str], name: str, default: bool) -> bool:
+    """A boolean header: true/yes/on/1 or false/no/off/0 (any case); anything else is a 400."""
+    raw = headers.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise InvalidInput(f"{display(name)} must be true or false, got {raw!r}")
+
+
+def priority(headers: Mapping[str, str]) -> Priority:
+    raw = headers.get(PRIORITY)
+    if raw is None:
+        return Priority.INTERACTIVE
+    try:
+        return Priority(raw.strip().lower())
+    except ValueError:
+        raise InvalidInput(f"{display(PRIORITY)} must be one of {', '.join(PRIORITIES)}, got {raw!r}") from None
+
+
+def display(name: str) -> str:
+    """``x-sie-priority`` as people write it: ``X-SIE-Priority``."""
+    return "-".join(part.upper() if part in ("x", "sie") else part.capitalize() for part in name.split("-"))
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """What a caller asks of one request besides its body."""
+
+    priority: str = Priority.INTERACTIVE.value
+    wait_for_load: bool = True
+    wait_for_worker: bool = True
+    disconnected: Callable[[], Awaitable[None]] | None = None  # resolves when the caller goes away
+
+
+def call_options(headers: Mapping[str, str], disconnected: Callable[[], Awaitable[None]] | None = None) -> CallOptions:
+    return CallOptions(
+        priority=priority(headers).value,
+        wait_for_load=flag(headers, WAIT_FOR_MODEL, True),
+        wait_for_worker=flag(headers, WAIT_FOR_WORKER, True),
+        disconnected=disconnected,
+    )

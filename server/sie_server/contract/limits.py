@@ -1,0 +1,52 @@
+"""The limits every request is checked against, wherever it arrives (server or gateway)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.requests import ItemIn
+from sie_server.errors import InvalidInput, PayloadTooLarge
+
+DEFAULT_MAX_ITEMS = 8192
+DEFAULT_MAX_TEXT_BYTES = 256 * 1024
+DEFAULT_MAX_BODY_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_items: int = DEFAULT_MAX_ITEMS
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+    def count(self, count: int) -> None:
+        if count > self.max_items:
+            raise InvalidInput(f"{count} items in one request; the limit is {self.max_items}. Split the request.")
+
+    def text(self, text: str, where: str) -> None:
+        size = len(text.encode("utf-8"))
+        if size > self.max_text_bytes:
+            raise PayloadTooLarge(f"{where} is {size} bytes of text; the limit is {self.max_text_bytes} per text")
+
+    def texts(self, texts: Sequence[str], field: str) -> None:
+        self.count(len(texts))
+        for i, text in enumerate(texts):
+            self.text(text, f"{field}[{i}]")
+
+    def items(self, items: Sequence[ItemIn], model: ModelConfig, field: str = "items") -> None:
+        self.count(len(items))
+        for i, item in enumerate(items):
+            self.item(item, f"{field}[{i}]", model)
+
+    def item(self, item: ItemIn, where: str, model: ModelConfig) -> None:
+        """One item: a text, or (for image-text models) one image with optional text."""
+        if item.images:
+            if not model.accepts_images:
+                raise InvalidInput(f"{where} has images, but model {model.id} takes text only")
+            if len(item.images) != 1:
+                raise InvalidInput(f"{where} has {len(item.images)} images; send one image per item")
+            return
+        if item.text is None:
+            raise InvalidInput(f"{where} has no text")
+        self.text(item.text, where)

@@ -1,0 +1,394 @@
+"""Wire models of every answer: the routes build them, the gateway reads workers' answers into
+them and merges them, and the OpenAPI spec documents them.
+
+Vectors are numpy arrays (``Array``): msgpack carries them as msgpack-numpy maps, JSON as lists.
+Fields that are ``None`` are left out of an answer (``Sparse``), except where the model says
+``None`` means something (``KeepNone``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainValidator,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+from pydantic.json_schema import WithJsonSchema
+
+
+def _array(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, list):
+        return np.asarray(value)
+    raise ValueError("expected an array of numbers")
+
+
+Array = Annotated[Any, PlainValidator(_array), WithJsonSchema({"type": "array", "items": {"type": "number"}})]
+
+
+class KeepNone(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Sparse(KeepNone):
+    @model_serializer(mode="wrap")
+    def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {k: v for k, v in dumped.items() if v is not None}
+
+
+class ErrorDetail(KeepNone):
+    code: str
+    message: str
+
+
+class OpenAIErrorDetail(KeepNone):
+    message: str
+    type: str
+    param: str | None = None
+    code: str
+
+
+class ErrorEnvelope(Sparse):
+    """Every error answer outside the OpenAI routes (and ``X-SIE-Error-Code: <code>``); on
+    ``/v1/models...``, which OpenAI's clients also call, OpenAI's ``error`` beside it."""
+
+    detail: ErrorDetail
+    error: OpenAIErrorDetail | None = None
+
+
+class OpenAIErrorEnvelope(KeepNone):
+    """Error answers on ``/v1/embeddings``, ``/v1/chat/completions`` and ``/v1/completions``."""
+
+    error: OpenAIErrorDetail
+
+
+class Timing(KeepNone):
+    total_ms: float
+    queue_ms: float
+    tokenization_ms: float
+    inference_ms: float
+
+
+class PromptUsage(KeepNone):
+    prompt_tokens: int
+
+
+class Dense(KeepNone):
+    dims: int
+    dtype: str
+    values: Array
+
+
+class SparseVector(KeepNone):
+    dims: int
+    dtype: str
+    indices: Array
+    values: Array
+
+
+class Multivector(KeepNone):
+    token_dims: int
+    num_tokens: int
+    dtype: str
+    values: Array
+
+
+class EncodedItem(Sparse):
+    id: str
+    dense: Dense | None = None
+    sparse: SparseVector | None = None
+    multivector: Multivector | None = None
+
+
+class EncodeResponse(KeepNone):
+    model: str
+    items: list[EncodedItem]
+    timing: Timing
+    usage: PromptUsage
+    truncated_items: list[str]
+
+
+class ItemScore(KeepNone):
+    item_id: str
+    score: float
+    rank: int
+
+
+class ScoreResponse(KeepNone):
+    model: str
+    query_id: str
+    scores: list[ItemScore]
+    timing: Timing
+    usage: PromptUsage
+    truncated_items: list[str]
+
+
+class Entity(KeepNone):
+    text: str
+    label: str
+    score: float
+    start: int
+    end: int
+    bbox: list[float] | None = None  # image inputs only
+
+
+class ExtractedItem(KeepNone):
+    id: str
+    entities: list[Entity]
+
+
+class ExtractResponse(KeepNone):
+    model: str
+    items: list[ExtractedItem]
+    timing: Timing
+
+
+class Usage(KeepNone):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class GenerateResponse(KeepNone):
+    model: str
+    text: str
+    finish_reason: str | None
+    usage: Usage
+
+
+class GenerateChunk(Sparse):
+    """One server-sent event of a streamed ``/v1/generate``; the last carries ``usage``."""
+
+    model: str
+    text: str
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+# OpenAI
+
+
+class OpenAIEmbedding(KeepNone):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: Array | str  # base64 of little-endian float32 when encoding_format is base64
+
+
+class EmbeddingUsage(KeepNone):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class OpenAIEmbeddingsResponse(KeepNone):
+    object: Literal["list"] = "list"
+    data: list[OpenAIEmbedding]
+    model: str
+    usage: EmbeddingUsage
+
+
+class ChatMessageOut(KeepNone):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(KeepNone):
+    index: int = 0
+    message: ChatMessageOut
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class ChatCompletion(KeepNone):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ChatDelta(Sparse):
+    role: Literal["assistant"] | None = None  # on the first chunk only
+    content: str | None = None
+
+
+class ChatChunkChoice(KeepNone):
+    index: int = 0
+    delta: ChatDelta
+    finish_reason: str | None = None
+
+
+class ChatCompletionChunk(Sparse):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionChoice(KeepNone):
+    index: int = 0
+    text: str
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class Completion(Sparse):
+    """``/v1/completions`` answers, and each event of a streamed one (the last with ``usage``)."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+# Rerank (Cohere v1/v2, Jina)
+
+
+class RerankedDocument(KeepNone):
+    text: str
+
+
+class RerankResult(Sparse):
+    index: int
+    relevance_score: float
+    document: RerankedDocument | None = None
+
+
+class RerankUsage(KeepNone):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class ApiVersion(KeepNone):
+    version: str
+
+
+class BilledUnits(KeepNone):
+    search_units: int
+
+
+class RerankMeta(KeepNone):
+    api_version: ApiVersion
+    billed_units: BilledUnits
+
+
+class RerankResponse(KeepNone):
+    id: str
+    model: str
+    results: list[RerankResult]
+    usage: RerankUsage
+    meta: RerankMeta
+
+
+# Models, memory, readiness
+
+
+class GateTrial(KeepNone):
+    precision: str
+    outcome: str
+    detail: str | None = None
+    min_cosine: float | None = None
+    mean_cosine: float | None = None
+    threshold: float | None = None
+
+
+class Precision(KeepNone):
+    running: str | None
+    allowed: list[str]
+    reason: str | None
+    gate: list[GateTrial]
+
+
+class ModelInfo(BaseModel):
+    """A model's catalog facts and its live state where it is served."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    id: str
+    name: str
+    adapter: str
+    tasks: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    dims: dict[str, int]
+    score_mode: str | None
+    max_sequence_length: int | None
+    revision: str | None
+    state: str
+    loaded: bool
+    resident_bytes: int
+    charge_bytes: int
+    pinned: bool
+    weights_source: str | None
+    available_offline: bool
+    last_error: str | None
+    load_seconds: float | None
+    precision: Precision
+    profile: dict[str, Any] | None = None
+    backend: str | None = None
+
+
+class GatewayModelInfo(ModelInfo):
+    """What a gateway says of a model: the most useful worker report, and where it runs."""
+
+    pool: str
+    workers: int
+    loaded_on: int
+
+
+class OpenAIModel(KeepNone):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(Sparse):
+    """OpenAI's list shape (``object``, ``data``) beside SIE's (``models``, ``cpu``)."""
+
+    object: Literal["list"] = "list"
+    data: list[OpenAIModel]
+    models: list[SerializeAsAny[ModelInfo]]
+    cpu: dict[str, Any] | None = None
+
+
+class ModelMemory(KeepNone):
+    id: str
+    state: str
+    charge_bytes: int
+    resident_bytes: int
+    reserve_bytes: int
+    pinned: bool
+
+
+class MemoryReport(KeepNone):
+    device: str
+    budget_bytes: int
+    used_bytes: int
+    free_bytes: int
+    models: list[ModelMemory]
+
+
+class Readiness(Sparse):
+    status: Literal["ready", "starting", "draining"]
+    queued_items: int | None = None
+    inflight_requests: int | None = None
+    preload_errors: dict[str, str] | None = None
+
+
+class NoWorkerYet(KeepNone):
+    """202 from a gateway asked not to wait (``X-SIE-Wait-For-Worker: false``) when its pool has no worker."""
+
+    status: Literal["no worker yet"] = "no worker yet"
+    pool: str

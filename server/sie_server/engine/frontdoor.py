@@ -1,0 +1,241 @@
+"""The routes' ``Service`` on this process's engine: requests become engine calls, outcomes
+become typed answers. It is also the server's state the composition root, the drain and the
+queue worker read (ready, draining, requests in flight)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from sie_server.catalog.loader import Catalog
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract import models as contract_models
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.limits import Limits
+from sie_server.contract.requests import EncodeRequest, ExtractRequest, GenerateRequest, ItemIn, ScoreRequest
+from sie_server.contract.responses import (
+    EncodeResponse,
+    Entity,
+    ExtractedItem,
+    ExtractResponse,
+    ItemScore,
+    MemoryReport,
+    ModelInfo,
+    PromptUsage,
+    Readiness,
+    ScoreResponse,
+    Timing,
+    Usage,
+)
+from sie_server.cpu_features import detect
+from sie_server.engine import service as engine
+from sie_server.engine.generation import GenerationService, SamplingParams, Sequence, usage
+from sie_server.engine.model_report import memory_report, model_info
+from sie_server.engine.outputs import encoded_item
+from sie_server.engine.scheduler import Scheduler
+from sie_server.errors import QueueFull
+from sie_server.memory.pool import ModelPool
+from sie_server.observability.metrics import Metrics
+from sie_server.observability.requests import RequestCounter
+from sie_server.settings import Settings
+
+DRAIN_RETRY_AFTER_S = 5.0
+
+
+def _input(item: ItemIn, default_id: str) -> engine.TextInput:
+    item_id = item.id if item.id is not None else default_id
+    if item.images:
+        return engine.TextInput(id=item_id, text=item.text or "", image=item.images[0].data)
+    return engine.TextInput(id=item_id, text=item.text or "")
+
+
+def _inputs(items: list[ItemIn]) -> list[engine.TextInput]:
+    return [_input(item, f"item-{i}") for i, item in enumerate(items)]
+
+
+def _engine_call(call: CallOptions) -> engine.CallOptions:
+    return engine.CallOptions(priority=call.priority, wait_for_load=call.wait_for_load, disconnected=call.disconnected)
+
+
+def _timing(timing: engine.Timing) -> Timing:
+    t = timing.as_dict()
+    return Timing.model_construct(
+        total_ms=t["total_ms"],
+        queue_ms=t["queue_ms"],
+        tokenization_ms=t["tokenization_ms"],
+        inference_ms=t["inference_ms"],
+    )
+
+
+class LocalStream:
+    """A generation on this process's decode loop."""
+
+    def __init__(self, model: str, seq: Sequence, generation: GenerationService):
+        self.model = model
+        self.seq = seq
+        self.generation = generation
+
+    def deltas(self) -> AsyncIterator[str]:
+        return GenerationService.stream(self.seq)
+
+    async def finish(self) -> None:
+        await self.generation.complete(self.seq)
+
+    def cancel(self) -> None:
+        self.seq.cancelled = True
+
+    @property
+    def text(self) -> str:
+        return self.seq.text
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.seq.finish_reason
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(**usage(self.seq))
+
+
+@dataclass
+class EngineFrontDoor:
+    settings: Settings
+    catalog: Catalog
+    pool: ModelPool
+    scheduler: Scheduler
+    inference: engine.InferenceService
+    metrics: Metrics
+    generation: GenerationService
+    ready: bool = False
+    draining: bool = False
+    queue_token: str = ""  # on a queue worker: the secret its in-process calls carry
+    preload_errors: dict[str, str] = field(default_factory=dict)
+    requests: RequestCounter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.requests = RequestCounter(self.metrics)  # kept by the metrics middleware
+
+    @property
+    def inflight(self) -> int:
+        """Work requests being answered now."""
+        return self.requests.inflight
+
+    @property
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(s.max_items_per_request, s.max_text_bytes, s.max_body_bytes)
+
+    def idle(self) -> bool:
+        return (
+            self.inflight == 0
+            and self.scheduler.is_idle()
+            and not any(loop.busy for loop in self.generation.loops.values())
+        )
+
+    def resolve(self, model_id: str) -> ModelConfig:
+        if self.draining:
+            raise QueueFull("the server is shutting down and accepts no new work", retry_after=DRAIN_RETRY_AFTER_S)
+        return contract_models.resolve(self.catalog, model_id)
+
+    async def encode(self, model: ModelConfig, request: EncodeRequest, call: CallOptions) -> EncodeResponse:
+        params = request.params
+        output_types: list[str] = list(params.output_types) if params and params.output_types else ["dense"]
+        dtype = (params.output_dtype if params else None) or "float32"
+        is_query = bool(((params.options if params else None) or {}).get("is_query", False))
+        outcome = await self.inference.encode(
+            model,
+            _inputs(request.items),
+            output_types=output_types,
+            is_query=is_query,
+            instruction=params.instruction if params else None,
+            call=_engine_call(call),
+        )
+        task = model.tasks.encode
+        dims = {k: getattr(task, k).dim for k in task.output_types()} if task else {}
+        items = [encoded_item(i, o, dtype, dims) for i, o in zip(outcome.ids, outcome.outputs, strict=True)]
+        return EncodeResponse.model_construct(
+            model=outcome.model,
+            items=items,
+            timing=_timing(outcome.timing),
+            usage=PromptUsage.model_construct(prompt_tokens=outcome.prompt_tokens),
+            truncated_items=outcome.truncated,
+        )
+
+    async def score(self, model: ModelConfig, request: ScoreRequest, call: CallOptions) -> ScoreResponse:
+        outcome = await self.inference.score(
+            model,
+            _input(request.query, "query"),
+            _inputs(request.items),
+            instruction=request.instruction,
+            call=_engine_call(call),
+        )
+        return ScoreResponse(
+            model=outcome.model,
+            query_id=outcome.query_id,
+            scores=[ItemScore(item_id=i, score=v, rank=r) for r, (i, v) in enumerate(outcome.scores)],
+            timing=_timing(outcome.timing),
+            usage=PromptUsage(prompt_tokens=outcome.prompt_tokens),
+            truncated_items=outcome.truncated,
+        )
+
+    async def extract(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
+        params = request.params
+        outcome = await self.inference.extract(
+            model,
+            _inputs(request.items),
+            labels=params.labels if params else None,
+            threshold=params.threshold if params else None,
+            call=_engine_call(call),
+        )
+        items = [
+            ExtractedItem(id=i, entities=[Entity(**e) for e in found])
+            for i, found in zip(outcome.ids, outcome.entities, strict=True)
+        ]
+        return ExtractResponse(model=outcome.model, items=items, timing=_timing(outcome.timing))
+
+    async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> LocalStream:
+        stop = request.stop
+        params = SamplingParams(
+            request.max_new_tokens,
+            request.temperature,
+            request.top_p,
+            (stop,) if isinstance(stop, str) else tuple(stop or ()),
+            request.seed,
+        )
+        messages = [m.model_dump() for m in request.messages] if request.messages is not None else None
+        seq, _ = await self.generation.start(
+            model, prompt=request.prompt, messages=messages, params=params, wait_for_load=call.wait_for_load
+        )
+        return LocalStream(model.id, seq, self.generation)
+
+    def model_info(self, model: ModelConfig) -> ModelInfo:
+        return model_info(model, self.pool)
+
+    async def models(self) -> tuple[list[ModelInfo], dict[str, object] | None]:
+        return [self.model_info(c) for c in self.catalog.list()], detect().as_dict()
+
+    async def model(self, model: ModelConfig) -> ModelInfo:
+        return self.model_info(model)
+
+    async def reload(self, model: ModelConfig) -> ModelInfo:
+        self.pool.reset(model)
+        await self.pool.acquire(model, wait=True, timeout_s=self.settings.load_timeout_s)
+        return self.model_info(model)
+
+    async def memory(self) -> MemoryReport:
+        return memory_report(self.pool)
+
+    def readiness(self) -> Readiness:
+        if self.draining:
+            return Readiness(status="draining")
+        if not self.ready:
+            return Readiness(status="starting")
+        return Readiness(
+            status="ready",
+            queued_items=self.scheduler.queued,
+            inflight_requests=self.inflight,
+            preload_errors=self.preload_errors,
+        )
+
+    def metrics_text(self) -> bytes:
+        return self.metrics.render()

@@ -1,0 +1,60 @@
+"""What the server says of its models: the catalog's facts overlaid with their live state in this
+process (``/v1/models``, worker heartbeats), and the memory they hold (``/v1/memory``)."""
+
+from __future__ import annotations
+
+from sie_server.adapters.backends import effective_backend
+from sie_server.adapters.precision import fixed_report
+from sie_server.catalog.info import catalog_info
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.responses import MemoryReport, ModelInfo, ModelMemory, Precision
+from sie_server.memory.pool import ModelPool, ModelState
+
+
+def model_info(config: ModelConfig, pool: ModelPool) -> ModelInfo:
+    slot = pool.peek(config.id)
+    live = slot if slot is not None and slot.config == config else None
+    info = catalog_info(config)
+    profile = pool.profile(config)
+    info.profile = {"device": pool.device_kind, **profile.model_dump()}
+    allowed = profile.cpu_precision if pool.device_kind == "cpu" else [fixed_report(profile, "cuda").running]
+    info.precision.allowed = list(allowed)
+    info.pinned = config.id in pool.pinned
+    info.backend = effective_backend(config, profile)
+    if live is None:
+        return info
+    loaded = live.state is ModelState.LOADED
+    info.state = live.state.value
+    info.loaded = loaded
+    info.resident_bytes = live.resident_bytes if loaded else 0
+    info.charge_bytes = live.charge
+    info.weights_source = live.weights_source or info.weights_source
+    info.last_error = live.error
+    info.load_seconds = live.load_seconds
+    if live.adapter is not None:
+        info.backend = live.adapter.backend
+    if loaded and live.adapter is not None:
+        report = live.adapter.precision_report or fixed_report(profile, pool.device, allowed, config.adapter)
+        info.precision = Precision.model_validate(report.as_dict())
+    return info
+
+
+def memory_report(pool: ModelPool) -> MemoryReport:
+    return MemoryReport(
+        device=pool.device,
+        budget_bytes=pool.budget_bytes,
+        used_bytes=pool.used_bytes,
+        free_bytes=pool.budget_bytes - pool.used_bytes,
+        models=[
+            ModelMemory(
+                id=s.config.id,
+                state=s.state.value,
+                charge_bytes=s.charge,
+                resident_bytes=s.resident_bytes if s.state is ModelState.LOADED else 0,
+                reserve_bytes=s.reserve_bytes,
+                pinned=s.config.id in pool.pinned,
+            )
+            for s in pool.slots()
+            if s.charge
+        ],
+    )
