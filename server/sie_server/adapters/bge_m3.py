@@ -10,7 +10,7 @@ import torch
 
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.encoder import TextEncoder
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.splade import to_sparse
 from sie_server.adapters.transformers_base import TransformersAdapter
 
@@ -47,10 +47,10 @@ class BgeM3Adapter(TransformersAdapter, TextEncoder):
         extra = sum(p.numel() * p.element_size() for m in heads for p in m.parameters())
         return super().resident_bytes() + extra
 
-    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         wanted = set(options.output_types)
         inputs = self.pad(batch)
-        results: list[dict[str, Any]] = [{} for _ in batch]
+        results: list[EncodeOutput] = [{} for _ in batch]
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state
             if "dense" in wanted:

@@ -11,7 +11,7 @@ import torch
 
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.encoder import ImageEncoder
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.transformers_base import TransformersAdapter
 from sie_server.errors import InvalidInput
 
@@ -65,7 +65,7 @@ class ClipAdapter(TransformersAdapter, ImageEncoder):
             ids[row, : t.length] = torch.tensor(t.input_ids[:width], dtype=torch.long)
         return {"input_ids": ids.to(self.device)}
 
-    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         with torch.inference_mode():
             if options.modality == "image":
                 pixels = torch.from_numpy(np.stack([t.data for t in batch])).to(self.device, self.model.dtype)

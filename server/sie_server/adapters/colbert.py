@@ -11,7 +11,7 @@ import torch
 
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.encoder import TextEncoder
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
@@ -70,7 +70,7 @@ class ColbertAdapter(TransformersAdapter, TextEncoder):
             out.append(Tokens(ids, None if tokens.token_type_ids is None else [0] * len(ids), truncated))
         return out
 
-    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         inputs = self.pad(batch)  # a query's [MASK] padding is part of its tokens, so it is attended to
         skip = set() if options.is_query else self._skip  # punctuation is masked in documents only
         with torch.inference_mode():
@@ -78,7 +78,7 @@ class ColbertAdapter(TransformersAdapter, TextEncoder):
             if self.projection is not None:
                 hidden = hidden @ self.projection.T
             hidden = torch.nn.functional.normalize(hidden.float(), p=2, dim=-1).cpu().numpy()
-        results: list[dict[str, Any]] = []
+        results: list[EncodeOutput] = []
         for row, tokens in enumerate(batch):
             keep = [i for i, t in enumerate(tokens.input_ids) if t not in skip]
             results.append({"multivector": hidden[row, keep].astype(np.float32)})

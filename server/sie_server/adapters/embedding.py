@@ -11,7 +11,7 @@ import torch
 
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.encoder import TextEncoder
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.precision import apply_cpu_precision
 from sie_server.adapters.transformers_base import TransformersAdapter
 
@@ -36,7 +36,7 @@ class EmbeddingAdapter(TransformersAdapter, TextEncoder):
             return runtime.instruction_template.format(instruction=instruction, text=text)
         return (runtime.query_prefix if is_query else runtime.doc_prefix) + text
 
-    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         inputs = self.pad(batch)
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state

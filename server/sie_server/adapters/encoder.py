@@ -13,7 +13,7 @@ from abc import abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.options import EncodeOptions, Entity, ExtractOptions, ScoreOptions, Span
+from sie_server.adapters.options import EncodeOptions, EncodeOutput, Entity, ExtractOptions, ScoreOptions, Span
 
 Opts = TypeVar("Opts", EncodeOptions, ScoreOptions, ExtractOptions)
 
@@ -52,7 +52,7 @@ class TextEncoder(Encoder[EncodeOptions]):
         return self.tokenize_texts([self.format_text(t, is_query=is_query, instruction=instruction) for t in texts])
 
     @abstractmethod
-    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         """Each item's outputs: ``dense`` (vector), ``sparse`` ((indices, values)), ``multivector`` (matrix)."""
 
     def warmup(self) -> None:

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypedDict, get_args
 
+import numpy as np
+
 OutputType = Literal["dense", "sparse", "multivector"]
 OUTPUT_TYPES: tuple[OutputType, ...] = get_args(OutputType)
 Modality = Literal["text", "image"]
@@ -52,6 +54,14 @@ class ExtractOptions:
 
 
 BatchOptions = EncodeOptions | ScoreOptions | ExtractOptions
+
+
+class EncodeOutput(TypedDict, total=False):
+    """One item's encode outputs: those the batch's ``output_types`` asked for (an encoder may add others)."""
+
+    dense: np.ndarray  # (dim,) float32
+    sparse: tuple[np.ndarray, np.ndarray]  # (term indices int32 ascending, weights float32)
+    multivector: np.ndarray  # (tokens, dim) float32
 
 
 class Span(TypedDict):

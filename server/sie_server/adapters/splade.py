@@ -9,7 +9,7 @@ import torch
 
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.encoder import TextEncoder
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
@@ -29,7 +29,7 @@ class SpladeAdapter(TransformersAdapter, TextEncoder):
         runtime = self.config.runtime
         return (runtime.query_prefix if is_query else runtime.doc_prefix) + text
 
-    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         inputs = self.pad(batch)
         with torch.inference_mode():
             logits = self.model(**inputs).logits
