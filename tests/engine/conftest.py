@@ -16,6 +16,7 @@ from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics
 from tests.helpers.fake_adapter import Behaviour, fake_factory
 from tests.helpers.metrics import sample
+from tests.helpers.wait import async_wait_until
 
 
 def fake_config(
@@ -58,6 +59,14 @@ class Engine:
             call=CallOptions(priority=priority),
         )
         return [float(o["dense"][0]) for o in outcome.outputs]
+
+    async def until_started(self, batches: int) -> None:
+        """Wait until ``batches`` batches have begun on the fake models (the last may still be running)."""
+        await async_wait_until(lambda: len(self.behaviour.started) >= batches, message=f"{batches} batches never began")
+
+    async def until_queued(self, items: int) -> None:
+        """Wait until at least ``items`` items wait in the scheduler's queue."""
+        await async_wait_until(lambda: self.scheduler.queued >= items, message=f"{items} items never queued")
 
     def metric(self, name: str, *, absent_as_zero: bool = False, **labels: str) -> float:
         """One sample of this engine's metrics; a series that is not there raises MissingSeries."""

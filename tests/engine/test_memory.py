@@ -94,7 +94,7 @@ async def test_a_model_with_queued_work_is_not_evicted(make_engine: EngineFactor
     other = fake_config("t/other", tmp_path / "other", reserve=100 * MB)
     await engine.encode(busy, ["warm"])
     running = asyncio.create_task(engine.encode(busy, ["x"]))
-    await asyncio.sleep(0.05)
+    await engine.until_started(2)  # the warm-up's batch and this one, which is running now
     with pytest.raises(ResourceExhausted, match="retry shortly") as caught:
         await engine.encode(other, ["x"])
     assert caught.value.retry_after
@@ -108,7 +108,7 @@ async def test_idle_models_are_evicted(make_engine: EngineFactory, tmp_path: Pat
     model = fake_config("t/m", tmp_path / "m", reserve=10 * MB)
     await engine.encode(model, ["x"])
     assert engine.pool.evict_idle(3600) == []
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # the behaviour under test: idle for longer than the 0.01 s below
     assert engine.pool.evict_idle(0.01) == ["t/m"]
     assert engine.pool.used_bytes == 0
     assert engine.metric("sie_model_evictions_total", model="t/m", reason="idle") == 1

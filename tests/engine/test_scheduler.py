@@ -13,13 +13,14 @@ from sie_server.engine.scheduler import WorkItem
 from sie_server.errors import ModelLoadFailed, QueueFull, ResourceExhausted
 from tests.engine.conftest import EngineFactory, fake_config
 from tests.helpers.fake_adapter import Behaviour
+from tests.helpers.wait import async_wait_until
 
 
 async def test_items_from_different_requests_share_a_batch(make_engine: EngineFactory, tmp_path: Path) -> None:
     engine = make_engine(behaviour=Behaviour(run_delay_s=0.1))
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=64)
     blocker = asyncio.create_task(engine.encode(model, ["occupy the device"]))
-    await asyncio.sleep(0.03)
+    await engine.until_started(1)
     requests = [asyncio.create_task(engine.encode(model, ["a b", "c d e"])) for _ in range(3)]
     results = await asyncio.gather(blocker, *requests)
     assert results[1:] == [[4.0, 5.0]] * 3  # each request's answers in its own input order
@@ -49,9 +50,9 @@ async def test_one_lane_serves_interactive_before_waiting_batch_work(
     engine = make_engine(behaviour=Behaviour(run_delay_s=0.05), lanes=False)
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=64)
     blocker = asyncio.create_task(engine.encode(model, ["x"]))
-    await asyncio.sleep(0.02)
+    await engine.until_started(1)
     background = asyncio.create_task(engine.encode(model, ["b b b b b"] * 3, priority="batch"))
-    await asyncio.sleep(0.01)
+    await engine.until_queued(3)  # the batch-class items
     urgent = asyncio.create_task(engine.encode(model, ["i"] * 2, priority="interactive"))
     await asyncio.gather(blocker, background, urgent)
     order = [lengths for _, lengths in engine.behaviour.batches]
@@ -65,7 +66,7 @@ async def test_one_lane_keeps_batch_works_share_under_interactive_load(
     engine = make_engine(batch_share=0.2, behaviour=Behaviour(run_delay_s=0.001), lanes=False)
     model = fake_config("t/m", tmp_path / "m", max_batch_tokens=4)  # one item per batch
     blocker = asyncio.create_task(engine.encode(model, ["x x"]))
-    await asyncio.sleep(0.01)
+    await engine.until_started(1)
     calls = [engine.encode(model, ["i"], "interactive") for _ in range(60)]
     calls += [engine.encode(model, ["b b"], "batch") for _ in range(20)]
     await asyncio.gather(blocker, *calls)
@@ -86,7 +87,7 @@ async def test_interactive_lane_does_not_wait_for_a_running_batch(make_engine: E
         finished.append(priority)
 
     background = asyncio.create_task(call(["b b"] * 4, "batch"))  # 16 tokens: two capped batches
-    await asyncio.sleep(0.05)
+    await engine.until_started(2)  # the warm-up and the first capped batch-class batch
     await call(["i"], "interactive")
     assert finished == ["interactive"]  # done while the batch-class batch was still running
     await background
@@ -98,7 +99,7 @@ async def test_queue_full_is_refused_before_any_work(make_engine: EngineFactory,
     engine = make_engine(max_queued_items=3, behaviour=Behaviour(run_delay_s=0.1))
     model = fake_config("t/m", tmp_path / "m")
     blocker = asyncio.create_task(engine.encode(model, ["a", "b", "c"]))
-    await asyncio.sleep(0.01)
+    await engine.until_started(1)
     with pytest.raises(QueueFull) as caught:
         await engine.encode(model, ["d", "e", "f", "g"])
     assert caught.value.status == 503 and caught.value.retry_after
@@ -109,12 +110,15 @@ async def test_abandoned_items_never_reach_the_model(make_engine: EngineFactory,
     engine = make_engine(behaviour=Behaviour(run_delay_s=0.1))
     model = fake_config("t/m", tmp_path / "m")
     blocker = asyncio.create_task(engine.encode(model, ["x"]))
-    await asyncio.sleep(0.02)
+    await engine.until_started(1)
     gone = asyncio.create_task(engine.encode(model, ["w w w"] * 5))
-    await asyncio.sleep(0.02)
+    await engine.until_queued(5)
     gone.cancel()
     await blocker
-    await asyncio.sleep(0.05)
+    await async_wait_until(
+        lambda: engine.metric("sie_dropped_items_total", model="t/m", absent_as_zero=True) == 5,
+        message="the abandoned items were not dropped",
+    )
     assert all(5 not in lengths for _, lengths in engine.behaviour.batches)
     assert engine.metric("sie_dropped_items_total", model="t/m") == 5
     assert engine.scheduler.queued == 0
@@ -126,7 +130,7 @@ async def test_max_batch_wait_holds_a_partial_batch(make_engine: EngineFactory, 
     await engine.encode(model, ["warm"])  # load first: the wait applies to batches, not loads
     engine.behaviour.batches.clear()
     first = asyncio.create_task(engine.encode(model, ["a"]))
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # the behaviour under test: a second caller 0.1 s later, inside the 0.3 s wait
     second = asyncio.create_task(engine.encode(model, ["b"]))
     await asyncio.gather(first, second)
     assert [lengths for _, lengths in engine.behaviour.batches] == [[3, 3]]

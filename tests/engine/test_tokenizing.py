@@ -14,6 +14,7 @@ from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import InvalidInput
 from tests.engine.conftest import EngineFactory, fake_config
 from tests.helpers.fake_adapter import Behaviour
+from tests.helpers.wait import async_wait_until
 
 
 def tokens_of(texts: list[str]) -> list[Tokens]:
@@ -70,7 +71,7 @@ async def test_a_small_job_waits_for_one_chunk_of_a_large_one_not_all_of_it(toke
     big = asyncio.create_task(tokenizer.run(large, [str(i) for i in range(12)]))  # three chunks of 4
     assert await asyncio.to_thread(first_chunk_started.wait, 10)
     quick = asyncio.create_task(tokenizer.run(small, ["one text"]))
-    await asyncio.sleep(0)  # let the small job reach the tokenizer's line
+    await asyncio.sleep(0)  # one turn of the loop, not a wait: the task runs up to its put() on the line
     small_queued.set()
     await asyncio.gather(big, quick)
     assert order == ["large", "small", "large", "large"]
@@ -95,8 +96,7 @@ async def test_a_cancelled_callers_remaining_chunks_are_skipped(tokenizer: Token
         return tokens_of(texts)
 
     job = asyncio.create_task(tokenizer.run(slow, [str(i) for i in range(12)]))
-    while not calls:
-        await asyncio.sleep(0.001)
+    await async_wait_until(lambda: calls, message="the first chunk never reached the tokenizer")
     job.cancel()
     release.set()
     with pytest.raises(asyncio.CancelledError):
@@ -129,8 +129,7 @@ async def test_a_caller_that_leaves_gets_caller_gone_and_its_items_are_dropped(
     engine = make_engine(behaviour=Behaviour(gate=gate))
     model = fake_config("t/m", tmp_path / "m")
     blocker = asyncio.create_task(engine.encode(model, ["occupy the device"]))
-    while engine.scheduler.queued or engine.scheduler.is_idle():  # until the blocker's batch runs (held)
-        await asyncio.sleep(0.001)
+    await engine.until_started(1)  # the blocker's batch runs (held at the gate)
     left = asyncio.Event()
 
     async def disconnected() -> None:
@@ -142,8 +141,7 @@ async def test_a_caller_that_leaves_gets_caller_gone_and_its_items_are_dropped(
         request = asyncio.create_task(
             engine.service.encode(model, inputs, output_types=["dense"], is_query=False, instruction=None, call=call)
         )
-        while engine.scheduler.queued < len(texts):
-            await asyncio.sleep(0.001)
+        await engine.until_queued(len(texts))
         left.set()
         with pytest.raises(CallerGone):
             await request

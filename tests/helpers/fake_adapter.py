@@ -27,15 +27,16 @@ class Behaviour:
     """How the fake models behave; shared by every adapter a factory makes."""
 
     resident_bytes: dict[str, int] = field(default_factory=dict)  # model id -> bytes after load
-    load_delay_s: float = 0.0
-    run_delay_s: float = 0.0
+    load_delay_s: float = 0.0  # a slow load, on purpose: the behaviour some tests are about
+    run_delay_s: float = 0.0  # a slow batch, on purpose: work piles up behind it
     gate: threading.Event | None = None  # when set up, every batch waits for it to open
     fail_load: set[str] = field(default_factory=set)
     oom_above: dict[str, int] = field(default_factory=dict)  # model id -> largest batch that fits
     bad_texts: set[str] = field(default_factory=set)  # tokenizing one of these raises InvalidInput
     loads: list[str] = field(default_factory=list)
     tokenize_calls: list[int] = field(default_factory=list)  # texts per tokenizer call
-    batches: list[tuple[str, list[int]]] = field(default_factory=list)  # (model, item lengths)
+    started: list[tuple[str, list[int]]] = field(default_factory=list)  # batches begun (before any delay)
+    batches: list[tuple[str, list[int]]] = field(default_factory=list)  # batches done: (model, item lengths)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -83,6 +84,8 @@ class FakeAdapter(TextEncoder):
         limit = self.behaviour.oom_above.get(self.config.id)
         if limit is not None and len(batch) > limit:
             raise FakeOutOfMemory()
+        with self.behaviour.lock:
+            self.behaviour.started.append((self.config.id, [t.length for t in batch]))
         time.sleep(self.behaviour.run_delay_s)
         if self.behaviour.gate is not None:
             assert self.behaviour.gate.wait(30), "the test never opened the gate"
