@@ -11,6 +11,7 @@ import yaml
 
 from sie_server.catalog.loader import Catalog, CatalogError, canonical_id, parse_config_file
 from tests.helpers.catalog import REAL_CATALOG, tiny_embedder, write_config
+from tests.helpers.wait import wait_until
 
 REQUIRED_IDS = {
     "sentence-transformers/all-MiniLM-L6-v2",
@@ -88,12 +89,13 @@ def test_running_server_serves_a_yaml_dropped_into_its_folder(
     assert httpx.post(url, json={"items": [{"text": "x"}]}).status_code == 404
     path = write_config(catalog_dir, tiny_embedder(model_id, tiny_models["embedder"]))
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            r = httpx.post(url, json={"items": [{"text": "x"}]}, timeout=60)
-            if r.status_code == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        assert r.status_code == 200 and len(r.json()["items"][0]["dense"]["values"]) == 32
+
+        def served() -> httpx.Response | None:
+            answer = httpx.post(url, json={"items": [{"text": "x"}]}, timeout=60)
+            return answer if answer.status_code == 200 else None
+
+        # the server rescans its catalog folder: the new model is served soon
+        r = wait_until(served, interval=0.3, message=f"{model_id} was never served after its config was written")
+        assert len(r.json()["items"][0]["dense"]["values"]) == 32
     finally:
         path.unlink()

@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from tests.helpers.catalog import SMOLLM, copy_real, write_config
+from tests.helpers.metrics import scrape
 from tests.helpers.server import ServerProcess
+from tests.helpers.wait import stays, wait_until, wait_until_steady
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TIGHT = "test/smollm-tight"  # 256-token KV budget: a few sequences fill it
@@ -99,12 +101,7 @@ def sse(response: httpx.Response) -> list[dict[str, object]]:
     return [json.loads(e) for e in events[:-1]]
 
 
-def metric(url: str, name: str, model: str, extra: str = "") -> float:
-    key = f'{name}{{{extra},model="{model}"}}' if extra else f'{name}{{model="{model}"}}'
-    for line in httpx.get(f"{url}/metrics").text.splitlines():
-        if line.startswith(key + " "):
-            return float(line.split(" ")[1])
-    return 0.0
+metric = scrape  # one sample of a server's /metrics; a series that is not there raises MissingSeries
 
 
 def test_packaged_smollm2_answers_paris_on_llamacpp(llama_server: ServerProcess) -> None:
@@ -143,8 +140,9 @@ def test_stream_joins_to_the_whole_answer_and_ends_with_usage(llama_server: Serv
 
 def test_concurrent_requests_decode_together(llama_server: ServerProcess) -> None:
     url = llama_server.url
-    rows_before = metric(url, "sie_batch_items_sum", SMOLLM)
-    steps_before = metric(url, "sie_batch_items_count", SMOLLM)
+    # no series yet when this test runs first: SmolLM2 has decoded nothing
+    rows_before = metric(url, "sie_batch_items_sum", model=SMOLLM, absent_as_zero=True)
+    steps_before = metric(url, "sie_batch_items_count", model=SMOLLM, absent_as_zero=True)
 
     async def burst() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=url, timeout=300) as client:
@@ -154,8 +152,8 @@ def test_concurrent_requests_decode_together(llama_server: ServerProcess) -> Non
     answers = asyncio.run(burst())
     assert [a.status_code for a in answers] == [200] * 6
     assert all("Paris" in a.json()["text"] for a in answers)
-    rows = metric(url, "sie_batch_items_sum", SMOLLM) - rows_before
-    steps = metric(url, "sie_batch_items_count", SMOLLM) - steps_before
+    rows = metric(url, "sie_batch_items_sum", model=SMOLLM) - rows_before
+    steps = metric(url, "sie_batch_items_count", model=SMOLLM) - steps_before
     assert rows > 1.5 * steps  # decode steps carried several sequences at once
 
 
@@ -200,9 +198,9 @@ def test_sequences_wait_for_room_in_the_kv_cache(llama_server: ServerProcess) ->
     answers = asyncio.run(three())
     assert [a.status_code for a in answers] == [200] * 3
     # a 256-token cache holds two such sequences at a time, never three
-    steps = metric(url, "sie_batch_items_count", TIGHT)
-    assert metric(url, "sie_batch_items_bucket", TIGHT, 'le="2.0"') == steps
-    assert metric(url, "sie_batch_items_bucket", TIGHT, 'le="1.0"') < steps  # but two did run together
+    steps = metric(url, "sie_batch_items_count", model=TIGHT)
+    assert metric(url, "sie_batch_items_bucket", model=TIGHT, le="2.0") == steps
+    assert metric(url, "sie_batch_items_bucket", model=TIGHT, le="1.0") < steps  # but two did run together
 
 
 def test_a_full_kv_cache_is_resource_exhausted_after_the_wait_limit(tmp_path: Path) -> None:
@@ -215,9 +213,12 @@ def test_a_full_kv_cache_is_resource_exhausted_after_the_wait_limit(tmp_path: Pa
     proc.wait_ready(timeout_s=300)
     try:
         url = proc.url
-        deadline = time.monotonic() + 120  # the preload outlives its 1 s wait; the load goes on
-        while httpx.get(f"{url}/v1/models/{ENDLESS}").json()["state"] != "loaded" and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(  # the preload outlives its 1 s wait; the load goes on
+            lambda: httpx.get(f"{url}/v1/models/{ENDLESS}").json()["state"] == "loaded",
+            timeout=120,
+            interval=0.1,
+            message=f"{ENDLESS} never loaded",
+        )
         hog = {"prompt": "hello", "max_new_tokens": 240, "stream": True}
         with httpx.stream("POST", f"{url}/v1/generate/{ENDLESS}", json=hog, timeout=60) as running:
             assert running.status_code == 200, running.read()
@@ -240,11 +241,18 @@ def test_a_client_that_leaves_stops_llamacpp_decoding(llama_server: ServerProces
     body = {"prompt": "hello", "max_new_tokens": 400, "stream": True}
     with httpx.stream("POST", f"{url}/v1/generate/{ENDLESS}", json=body, timeout=120) as response:
         assert next(line for line in response.iter_lines() if line.startswith("data: "))
-    time.sleep(0.5)
-    steps = metric(url, "sie_batch_items_count", ENDLESS)
-    time.sleep(0.5)
-    assert metric(url, "sie_batch_items_count", ENDLESS) == steps  # nothing decodes any more
-    assert steps < 200  # far short of the 400 tokens it was asked for
+    steps = wait_until_steady(  # a decode step takes at least 20 ms: 0.2 s without one means it has stopped
+        # absent until the first step is counted, which may come after the first token reached the client
+        lambda: metric(url, "sie_batch_items_count", model=ENDLESS, absent_as_zero=True),
+        quiet_s=0.2,
+        message="decoding never stopped after the client left",
+    )
+    stays(
+        lambda: metric(url, "sie_batch_items_count", model=ENDLESS) == steps,
+        for_s=0.5,
+        message="decoding went on after the client left",
+    )
+    assert 0 < steps < 200  # counted, and far short of the 400 tokens it was asked for
 
 
 @pytest.mark.parametrize(
