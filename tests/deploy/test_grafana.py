@@ -9,11 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import promql_parser as promql  # a dev dependency
 import pytest
 
 from tests.deploy.exported_metrics import COUNTER, EXPORTED_METRICS, HISTOGRAM, series
-
-promql = pytest.importorskip("promql_parser", reason="promql-parser is not installed: pip install promql-parser")
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 DASHBOARDS = sorted(GRAFANA.glob("*.json"))

@@ -7,10 +7,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm  # helm-python-sdk (Helm's engine) and kubernetes-validate: dev dependencies
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
+from sie_server import cli
+from sie_server.cluster import streams
 from tests.deploy.chart import (
     NAMESPACE,
     RELEASE,
@@ -24,13 +28,6 @@ from tests.deploy.chart import (
     values_file,
 )
 from tests.deploy.crd_schemas import CUSTOM_RESOURCES
-
-helm = pytest.importorskip(
-    "helm_python", reason="helm-python-sdk (Helm's engine) is not installed: pip install helm-python-sdk"
-)
-kubernetes_validate = pytest.importorskip(
-    "kubernetes_validate", reason="kubernetes-validate (offline Kubernetes schemas) is not installed"
-)
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "configs" / "models"
@@ -238,7 +235,6 @@ def test_scaled_objects_name_each_pools_streams(case: tuple[str, Rendered]) -> N
 
 
 def test_stream_names_match_the_cluster_code(case: tuple[str, Rendered]) -> None:
-    streams = pytest.importorskip("sie_server.cluster.streams", reason="the cluster code is not in this tree yet")
     _, rendered = case
     for scaled in rendered.objects("ScaledObject"):
         pool = scaled["metadata"]["labels"]["sie.dev/pool"]
@@ -300,11 +296,9 @@ def test_nats_address_follows_the_nats_charts_naming(chart_dir: Path, release: s
 
 
 def _parser() -> Any:
-    cli = pytest.importorskip("sie_server.cli")
     parser = cli.build_parser()
     choices = next(a.choices for a in parser._actions if getattr(a, "choices", None))  # the subcommands
-    if "gateway" not in choices:
-        pytest.skip("sie-server has no gateway subcommand in this tree yet")
+    assert "gateway" in choices, f"sie-server has no gateway subcommand (it has: {', '.join(choices)})"
     return parser
 
 

@@ -7,14 +7,10 @@ import fnmatch
 import re
 from pathlib import Path
 
-import pytest
 import yaml
 
+from sie_server.cluster.gateway import GatewaySettings
 from tests.deploy.chart import Rendered, container, effective_values, fullname, render, values_file
-
-pytest.importorskip(
-    "helm_python", reason="helm-python-sdk (Helm's engine) is not installed: pip install helm-python-sdk"
-)
 
 CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
 
@@ -48,8 +44,7 @@ def test_values_gpu_routes_generation_models_to_gpu(chart_dir: Path) -> None:
         assert _route(routes, default, model_id) == "gpu", model_id
     for model_id in others:
         assert _route(routes, default, model_id) == "cpu", model_id
-    gateway = pytest.importorskip("sie_server.cluster.gateway", reason="the cluster gateway is not in this tree yet")
-    settings = gateway.GatewaySettings(nats_url="nats://x:4222", catalog=None, routes=routes, default_pool=default)
+    settings = GatewaySettings(nats_url="nats://x:4222", catalog=None, routes=routes, default_pool=default)
     for model_id in generators + others:
         assert settings.pool_for(model_id) == _route(routes, default, model_id)
 
