@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from sie_server.api.app import create_api
 from sie_server.api.middleware import QueueOnly, RequestMetrics
-from sie_server.catalog.loader import Catalog, canonical_id
+from sie_server.catalog.loader import canonical_id, load_served
 from sie_server.cpu_features import detect
 from sie_server.device import device_kind, resolve_device
 from sie_server.engine.frontdoor import EngineFrontDoor
@@ -33,13 +33,7 @@ log = logging.getLogger(__name__)
 
 def build_state(settings: Settings) -> EngineFrontDoor:
     """Every component, wired; nothing started yet."""
-    catalog = Catalog(settings.models_dir, set(settings.models) if settings.models else None)
-    if catalog.errors:
-        raise ValueError("the catalog has invalid files:\n" + "\n".join(catalog.errors.values()))
-    if settings.models:
-        unknown = sorted(set(settings.models) - {c.id for c in catalog.list()})
-        if unknown:
-            raise ValueError(f"--models names ids that are not in {settings.models_dir}: {', '.join(unknown)}")
+    catalog = load_served(settings.models_dir, settings.models)
     device = resolve_device(settings.device)
     metrics = Metrics()
     pinned = frozenset(canonical_id(m) for m in settings.pin)

@@ -1,14 +1,23 @@
-"""Server settings: one validated object built from CLI flags and ``SIE_*`` environment variables."""
+"""Server settings: one validated object built from CLI flags and ``SIE_*`` environment variables.
+
+Every default, description and bound is written here once (the gateway's own fields are in
+``cluster/gateway_settings.py``); ``cli_flags.py`` turns the fields into flags. A field is
+``--kebab-name`` on the command line and ``SIE_<UPPER_NAME>`` in the environment unless its
+class's ``CLI`` table says otherwise.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sie_server.catalog.schema import CpuPrecision
+from sie_server.contract.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ITEMS, DEFAULT_MAX_TEXT_BYTES
 
 REPO_CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
 
@@ -17,42 +26,98 @@ def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True)
+class Cli:
+    """How one field differs from the usual ``--kebab-name`` / ``SIE_<UPPER_NAME>``."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    models_dir: Path = REPO_CATALOG
-    models: list[str] | None = Field(default=None, description="ids to serve; None serves the whole catalog")
-    preload: list[str] = Field(default_factory=list)
-    device: Literal["auto", "cpu", "cuda"] | str = "auto"
-    offline: bool = False
-    threads: int = Field(default_factory=default_threads, ge=1)
-    verbose: bool = False
+    flag: str | None = None  # the long flag, when not --kebab-name
+    short: str | None = None  # e.g. "-v"
+    env: str | None = None  # the variable, when not SIE_<UPPER_NAME>
+    also_env: tuple[str, ...] = ()  # further variables read when the first is unset (HF_HUB_OFFLINE)
+    no_flag: bool = False  # set by the environment only (secrets stay out of `ps`)
+    no_env: bool = False  # set by the flag only
+    repeat: bool = False  # the flag is given once per value instead of comma-separated
+    hidden: bool = False  # set in code only: neither flag nor variable
+
+
+class CatalogSettings(BaseModel):
+    """What picks the models: the catalog folder and the ids served from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    CLI: ClassVar[Mapping[str, Cli]] = {"models": Cli(short="-m")}
+
+    models_dir: Path = Field(
+        default=REPO_CATALOG, description="catalog folder of model YAML files; a file added there is served"
+    )
+    models: list[str] | None = Field(
+        default=None, description="comma-separated ids to serve; unset serves the whole catalog"
+    )
+
+
+class CommonSettings(CatalogSettings):
+    """The fields the server and the gateway share."""
+
+    CLI: ClassVar[Mapping[str, Cli]] = {
+        **CatalogSettings.CLI,
+        "verbose": Cli(short="-v"),
+        "max_items_per_request": Cli(env="SIE_MAX_ITEMS"),
+    }
+
+    host: str = Field(default="127.0.0.1", description="bind address")
+    port: int = Field(default=8080, ge=0, le=65535, description="bind port")
+    verbose: bool = Field(default=False, description="debug logs and an access-log line per request")
+    max_items_per_request: int = Field(default=DEFAULT_MAX_ITEMS, ge=1, description="items in one request")
+    max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, ge=1, description="bytes of one text (413 past it)")
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1, description="bytes of one body (413 past it)")
+    ack_wait_s: float = Field(
+        default=30.0, gt=0, description="seconds JetStream waits for a worker's ack before redelivering"
+    )
+
+
+class Settings(CommonSettings):
+    CLI: ClassVar[Mapping[str, Cli]] = {**CommonSettings.CLI, "offline": Cli(also_env=("HF_HUB_OFFLINE",))}
+
+    preload: list[str] = Field(default_factory=list, description="comma-separated ids to load before ready")
+    device: Literal["auto", "cpu", "cuda"] | str = Field(default="auto", description="auto | cpu | cuda")
+    offline: bool = Field(default=False, description="never touch the Hugging Face hub")
+    threads: int = Field(default_factory=default_threads, ge=1, description="torch threads (default: all cores)")
     load_timeout_s: float = Field(default=300.0, gt=0, description="how long a request waits for a cold model")
-    max_queued_items: int = Field(default=65536, ge=1)
-    max_items_per_request: int = Field(default=8192, ge=1)
-    max_text_bytes: int = Field(default=256 * 1024, ge=1)
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    max_queued_items: int = Field(default=65536, ge=1, description="admission limit (QUEUE_FULL past it)")
     memory_budget: str | None = Field(
         default=None,
         description="bytes (6GiB, 512MB) or a fraction of device memory / available RAM; default 0.8",
     )
-    pin: list[str] = Field(default_factory=list, description="ids loaded at start and never evicted")
+    pin: list[str] = Field(default_factory=list, description="comma-separated ids loaded at start and never evicted")
     idle_evict_s: float | None = Field(default=None, gt=0, description="unload models unused this long")
-    batch_share: float = Field(default=0.1, ge=0, le=1, description="minimum share of batches for batch-class work")
-    queue: str | None = Field(default=None, description="nats:// URL: also pull work for `pool` from JetStream")
-    pool: str = "default"
-    ack_wait_s: float = Field(default=30.0, gt=0)
-    max_deliver: int = Field(default=5, ge=1)
+    batch_share: float = Field(
+        default=0.1, ge=0, le=1, description="minimum share of batches for batch-class work while interactive waits"
+    )
+    queue: str | None = Field(default=None, description="nats:// URL: also pull work for --pool from JetStream")
+    pool: str = Field(default="default", description="the worker pool to pull for")
+    max_deliver: int = Field(default=5, ge=1, description="deliveries before a message goes to the dead-letter stream")
     single_lane: bool = Field(
         default=False, description="run batch-class and interactive batches in one lane instead of two"
     )
     cpu_precision: list[CpuPrecision] | None = Field(
         default=None,
         min_length=1,
-        description="precisions every cpu model may try, in order, instead of its profile's cpu_precision",
+        description="comma-separated precisions (int8, bf16, fp32) every cpu model may try, in order, instead of "
+        "its profile's cpu_precision; each must pass the quality gate, fp32 is the last resort",
     )
     batch_max_tokens: int | None = Field(
-        default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less"
+        default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less; 0: no cap"
     )
+
+    @field_validator("cpu_precision", mode="before")
+    @classmethod
+    def _known_precisions(cls, value: Any) -> Any:
+        known = get_args(CpuPrecision)
+        unknown = [str(v) for v in value if v not in known] if isinstance(value, list) else []
+        if unknown:
+            raise ValueError(f"unknown {', '.join(unknown)}; use a list of {', '.join(known)}")
+        return value
+
+    @field_validator("batch_max_tokens", mode="before")
+    @classmethod
+    def _zero_is_no_cap(cls, value: Any) -> Any:
+        return None if value in (0, "0") else value

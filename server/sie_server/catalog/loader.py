@@ -6,6 +6,7 @@ import difflib
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,3 +131,16 @@ class Catalog:
         by_name = {i.split("/", 1)[1].lower(): i for i in ids}
         match = difflib.get_close_matches(key.split("/")[-1], list(by_name), n=1, cutoff=0.5)
         return by_name[match[0]] if match else None
+
+
+def load_served(folder: Path, models: Sequence[str] | None = None) -> Catalog:
+    """The catalog a server or a gateway starts with: invalid files and ``--models`` ids that are
+    not in the folder are refused (CatalogError), not logged and skipped."""
+    catalog = Catalog(folder, set(models) if models else None)
+    if catalog.errors:
+        raise CatalogError("the catalog has invalid files:\n" + "\n".join(catalog.errors.values()))
+    served = {c.id for c in catalog.list()}
+    unknown = sorted(m for m in models or () if canonical_id(m) not in served)
+    if unknown:
+        raise CatalogError(f"--models names ids that are not in {folder}: {', '.join(unknown)}")
+    return catalog

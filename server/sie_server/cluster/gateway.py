@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
 import json
 import logging
 import time
@@ -25,8 +24,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sie_server.catalog.loader import Catalog
 from sie_server.cluster import streams
+from sie_server.cluster.gateway_settings import GatewaySettings as GatewaySettings  # re-exported
 from sie_server.cluster.streams import Reply
 from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError, QueueFull
@@ -37,29 +36,6 @@ WORKER_TTL_S = 6.0
 PUBLISH_TRIES = 3
 PUBLISH_TIMEOUT_S = 2.0  # per try; a retry carries the same message id, so JetStream keeps one copy
 BUSY_INFLIGHT = 192  # a holder with this much work in hand is not preferred
-
-
-@dataclass
-class GatewaySettings:
-    nats_url: str
-    catalog: Catalog
-    routes: list[tuple[str, str]] = field(default_factory=list)  # (fnmatch pattern, pool)
-    default_pool: str = "default"
-    hold_s: float = 30.0
-    timeout_s: float = 600.0
-    split_items: int = 32
-    ack_wait_s: float = 30.0
-    auth_tokens: tuple[str, ...] = ()
-    max_items_per_request: int = 8192
-    max_text_bytes: int = 256 * 1024  # checked by the workers; kept here so both sides take the same flags
-    max_body_bytes: int = 64 * 2**20
-
-    def pool_for(self, model_id: str) -> str:
-        return next((pool for pattern, pool in self.routes if fnmatch.fnmatch(model_id, pattern)), self.default_pool)
-
-    @property
-    def pools(self) -> list[str]:
-        return sorted({self.default_pool, *(pool for _, pool in self.routes)})
 
 
 class GatewayMetrics:
