@@ -25,6 +25,7 @@ from tests.helpers.catalog import (
 )
 from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.server import ServerProcess
+from tests.helpers.skip_budget import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 - the skip budget
 from tests.helpers.tiny_models import (
     build_bert_embedder,
     build_cross_encoder,
