@@ -240,8 +240,8 @@ class Gateway:
         return Reply.unpack(msg.data)
 
     async def rest_of_stream(self, call: Call, first: Reply) -> AsyncGenerator[bytes, None]:
-        """The parts of a streamed answer after ``first``, until the last. Ends with an error
-        event if the worker producing it stops heartbeating (its work is not redone: the
+        """The parts of a streamed answer after ``first``, until the last. Raises INFERENCE_ERROR
+        if the worker producing it stops heartbeating (its work is not redone: the
         caller has already seen part of the answer); tells the worker to stop if the caller
         leaves first."""
         finished = False
@@ -253,10 +253,7 @@ class Gateway:
                     if self.live(first.worker):
                         continue
                     finished = True
-                    stopped = "the worker streaming this answer stopped"
-                    lost = {"detail": {"code": "INFERENCE_ERROR", "message": stopped}}
-                    yield f"data: {json.dumps(lost)}\n\ndata: [DONE]\n\n".encode()
-                    return
+                    raise InferenceError("the worker streaming this answer stopped") from None
                 if reply.worker != first.worker:
                     continue  # a late duplicate from another worker
                 finished = not reply.more

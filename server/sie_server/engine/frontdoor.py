@@ -53,10 +53,6 @@ def _inputs(items: list[ItemIn]) -> list[engine.TextInput]:
     return [_input(item, f"item-{i}") for i, item in enumerate(items)]
 
 
-def _engine_call(call: CallOptions) -> engine.CallOptions:
-    return engine.CallOptions(priority=call.priority, wait_for_load=call.wait_for_load, disconnected=call.disconnected)
-
-
 def _timing(timing: engine.Timing) -> Timing:
     t = timing.as_dict()
     return Timing.model_construct(
@@ -148,7 +144,7 @@ class EngineFrontDoor:
             output_types=output_types,
             is_query=is_query,
             instruction=params.instruction if params else None,
-            call=_engine_call(call),
+            call=call,
         )
         task = model.tasks.encode
         dims = {k: getattr(task, k).dim for k in task.output_types()} if task else {}
@@ -167,7 +163,7 @@ class EngineFrontDoor:
             _input(request.query, "query"),
             _inputs(request.items),
             instruction=request.instruction,
-            call=_engine_call(call),
+            call=call,
         )
         return ScoreResponse(
             model=outcome.model,
@@ -185,7 +181,7 @@ class EngineFrontDoor:
             _inputs(request.items),
             labels=params.labels if params else None,
             threshold=params.threshold if params else None,
-            call=_engine_call(call),
+            call=call,
         )
         items = [
             ExtractedItem(id=i, entities=[Entity(**e) for e in found])

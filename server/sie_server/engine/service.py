@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -24,9 +24,10 @@ from sie_server.adapters.options import (
 )
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.headers import CallOptions
 from sie_server.engine.scheduler import Scheduler, WorkItem
 from sie_server.engine.tokenizing import TokenizerThread
-from sie_server.errors import ErrorCode, InvalidInput, ModelNotFound, SIEError
+from sie_server.errors import ErrorCode, InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 
 In = TypeVar("In")
@@ -110,14 +111,6 @@ class ExtractOutcome:
     timing: Timing
 
 
-@dataclass(frozen=True)
-class CallOptions:
-    priority: str = "interactive"
-    wait_for_load: bool = True
-    #: resolves when the caller has gone; its queued items are then dropped
-    disconnected: Callable[[], Awaitable[None]] | None = None
-
-
 class CallerGone(SIEError):
     """The client disconnected before its answer was ready (nobody reads this error)."""
 
@@ -138,14 +131,6 @@ class InferenceService:
     def close(self) -> None:
         """Stop the tokenizer thread (after the jobs already handed to it)."""
         self.tokenizer.stop()
-
-    def resolve(self, model_id: str) -> ModelConfig:
-        config = self.catalog.get(model_id)
-        if config is None:
-            hint = self.catalog.suggest(model_id)
-            tip = f"; did you mean {hint}?" if hint else "; GET /v1/models lists the served models"
-            raise ModelNotFound(f"model {model_id} is not in this server's catalog{tip}")
-        return config
 
     async def encode(
         self,
