@@ -73,6 +73,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_embedder("test/missing-weights", folder / "no-such-folder"))
     write_config(folder, tiny_cross_encoder("test/tiny-reranker", reranker))
     write_config(folder, tiny_llm("test/tiny-llm", tiny_models["llm"]))
+    write_config(folder, tiny_llm("test/tiny-llm-b", tiny_models["llm"]))  # a second generate model: overrides
     write_config(folder, tiny_splade("test/tiny-splade", tiny_models["splade"], vocab=TINY_VOCAB))
     write_config(folder, tiny_colbert("test/tiny-colbert", tiny_models["colbert"]))
     write_config(folder, tiny_gliner("test/tiny-gliner", tiny_models["gliner"]))

@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def needs_model(base_url: str) -> Callable[[str], None]:
-    """``needs_model("test/tiny-splade")`` skips the test unless the live server serves it."""
+    """``needs_model("test/tiny-splade")`` fails the test unless the live server serves it."""
 
     def check(model: str) -> None:
         require_model(base_url, model)

@@ -1,4 +1,4 @@
-"""Model ids the integration tests use, and how to skip when the shared server lacks one."""
+"""Model ids the integration tests use, and the check that the shared server serves one as they need."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"  # real packaged weights, 384 dims
 TINY_EMBEDDER = "test/tiny-embedder"  # random weights, 32 dims
 TINY_RERANKER = "test/tiny-reranker"  # random cross-encoder
-TINY_SPLADE = "test/tiny-splade"  # sparse, once the SPLADE family lands
-TINY_COLBERT = "test/tiny-colbert"  # multivector, once the ColBERT family lands
+TINY_SPLADE = "test/tiny-splade"  # sparse
+TINY_COLBERT = "test/tiny-colbert"  # multivector
 TINY_LLM = "test/tiny-llm"  # generate (random weights: gibberish, real token counts)
+TINY_LLM_B = "test/tiny-llm-b"  # the same weights under another id: a model to switch to per call
 TINY_BGE_M3 = "test/tiny-bge-m3"  # dense, sparse and multivector from one model
 
 # What each model must offer: (encode outputs, task).
@@ -36,20 +37,23 @@ def missing_reason(base_url: str, model: str) -> str | None:
     """Why ``model`` cannot serve these tests on this server, or ``None`` when it can."""
     info = served_models(base_url).get(model)
     if info is None:
-        return f"{model} is not in the test server's catalog yet"
+        return f"{model} is not in the test server's catalog"
     wanted, task = NEEDS.get(model, ((), None))
     outputs = info.get("outputs") or []
     tasks = info.get("tasks") or []
     for output in wanted:
         if output not in outputs:  # type: ignore[operator]
-            return f"{model} does not serve {output} vectors yet (outputs: {outputs})"
+            return f"{model} does not serve {output} vectors (outputs: {outputs})"
     if task is not None and task not in tasks:  # type: ignore[operator]
-        return f"{model} does not serve the {task} task yet (tasks: {tasks})"
+        return f"{model} does not serve the {task} task (tasks: {tasks})"
     return None
 
 
 def require_model(base_url: str, model: str) -> None:
-    """Skip the calling test, with the reason, unless the live server serves ``model``."""
+    """Fail the calling test, with the reason, unless the live server serves ``model`` as it needs.
+
+    The shared test server serves every model here (tests/conftest.py), so a missing one is a
+    regression to see, not a reason to skip."""
     reason = missing_reason(base_url, model)
     if reason is not None:
-        pytest.skip(reason)
+        pytest.fail(reason)
