@@ -111,32 +111,29 @@ class GenerateRequest(Wire):
     stream: bool = False
 
 
-class ChatCompletionRequest(BaseModel):
-    """OpenAI chat completions; fields this server ignores (tools, logprobs, n=1, ...) are accepted."""
+class OpenAISampling(BaseModel):
+    """What OpenAI's generation routes share; fields this server ignores (tools, logprobs, ...) are accepted."""
 
     model_config = ConfigDict(extra="ignore")
     model: str
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool = False
+    n: int = Field(default=1, ge=1, le=1)
+
+
+class ChatCompletionRequest(OpenAISampling):
+    """OpenAI chat completions."""
+
     messages: list[Message] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0, le=2)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    stream: bool = False
-    n: int = Field(default=1, ge=1, le=1)
 
 
-class CompletionRequest(BaseModel):
+class CompletionRequest(OpenAISampling):
     """OpenAI (legacy) completions."""
 
-    model_config = ConfigDict(extra="ignore")
-    model: str
     prompt: str
     max_tokens: int = Field(default=16, ge=1)
-    temperature: float = Field(default=1.0, ge=0, le=2)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    stream: bool = False
-    n: int = Field(default=1, ge=1, le=1)
