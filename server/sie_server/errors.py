@@ -1,7 +1,8 @@
 """The server's error tree: every failure a caller can see is one of these.
 
 One table (``ERROR_STATUS``) maps codes to HTTP statuses; the API layer turns an
-``SIEError`` into the envelope ``{"detail": {"code", "message"}}``.
+``SIEError`` into its route's error envelope (``contract/envelope.py``: SIE's
+``{"detail": {"code", "message"}}``, OpenAI's ``{"error": {...}}`` on OpenAI's routes).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tasks a route asks for (encode, score), expressed as work items on the shared queue."""
+"""Encode, score and extract (what ``engine/frontdoor.py`` asks for), expressed as work items on the shared queue."""
 
 from __future__ import annotations
 
