@@ -49,8 +49,9 @@ class SIEClient:
     each call's total budget in seconds, retries included (``None``: no limit); every
     method takes ``timeout=`` to override it. ``priority`` ("interactive" | "batch") is sent
     as ``X-SIE-Priority``. ``wire`` picks msgpack (default) or JSON bodies. ``retry`` says
-    which failed answers are retried (``None``: none). ``transport`` replaces the network,
-    e.g. with ``httpx.MockTransport`` in tests.
+    which failed answers are retried (``None``: none). ``headers`` go with every request (e.g.
+    ``Authorization: Bearer ...`` for a gateway that requires a token). ``transport`` replaces
+    the network, e.g. with ``httpx.MockTransport`` in tests.
     """
 
     def __init__(
