@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sie_server import __version__
 from sie_server.api import errors, openapi
 from sie_server.api.docs import install_docs
+from sie_server.api.middleware import HeadAsGet
 from sie_server.api.routes import compat, encode, extract, generate, health, models, score
 from sie_server.api.service import Service
 
@@ -39,4 +40,5 @@ def create_api(
     errors.install(app)
     openapi.install(app)
     install_docs(app)
+    app.add_middleware(HeadAsGet)
     return app

@@ -10,7 +10,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from sie_server.contract import codec
+from sie_server.contract import bounds, codec
 from sie_server.contract import headers as h
 from sie_server.errors import InvalidInput, PayloadTooLarge
 
@@ -32,7 +32,9 @@ async def read_body(request: Request, max_bytes: int) -> Any:
     raw = b"".join(chunks)
     if not raw:
         raise InvalidInput("request body is empty; send a JSON (or msgpack) object")
-    return codec.decode(request.headers.get(h.CONTENT_TYPE), raw)
+    body = codec.decode(request.headers.get(h.CONTENT_TYPE), raw)
+    bounds.check(body)
+    return body
 
 
 def describe_validation(exc: ValidationError) -> str:

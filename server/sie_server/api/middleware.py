@@ -103,3 +103,24 @@ class BearerTokens(_Refuse):
         if not any(hmac.compare_digest(token, t) for t in self.tokens):
             return Forbidden("this token is not allowed")
         return None
+
+
+class HeadAsGet:
+    """``HEAD`` wherever ``GET`` works: the GET route answers, and the body is left out."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if not message.get("more_body", False):
+                    await send({"type": "http.response.body", "body": b""})
+                return
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

@@ -53,22 +53,36 @@ def pack(payload: Any) -> bytes:
     return packed
 
 
+def _no_ext(code: int, data: bytes) -> Any:
+    raise ValueError(f"msgpack extension type {code} is not accepted")
+
+
 def unpack(raw: bytes) -> Any:
-    """msgpack bytes, numpy maps decoded into arrays; INVALID_INPUT when they do not parse."""
+    """msgpack bytes, numpy maps decoded into arrays; INVALID_INPUT when they do not parse (extension
+    types are refused)."""
     try:
-        return msgpack.unpackb(raw, raw=False, object_hook=_msgpack_to_ndarray, strict_map_key=False)
+        return msgpack.unpackb(raw, raw=False, object_hook=_msgpack_to_ndarray, strict_map_key=False, ext_hook=_no_ext)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise InvalidInput(f"request body is not valid msgpack ({type(exc).__name__})") from None
+        detail = str(exc) if isinstance(exc, ValueError) and "extension" in str(exc) else type(exc).__name__
+        raise InvalidInput(f"request body is not valid msgpack ({detail})") from None
 
 
 def dumps_json(payload: Any) -> bytes:
     return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def loads_json(raw: bytes) -> Any:
+    """JSON (strict: no NaN or Infinity); INVALID_INPUT when it does not parse, nests too deep for the
+    parser, or holds an integer too long to convert."""
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise InvalidInput("request body nests too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, the int digit limit, NaN
         raise InvalidInput(f"request body is not valid JSON: {exc}") from None
 
 

@@ -35,9 +35,16 @@ class Limits:
             self.text(text, f"{field}[{i}]")
 
     def items(self, items: Sequence[ItemIn], model: ModelConfig, field: str = "items") -> None:
+        """Count, each item, and ids: an id given twice would make the answer ambiguous."""
         self.count(len(items))
+        seen: dict[str, int] = {}
         for i, item in enumerate(items):
             self.item(item, f"{field}[{i}]", model)
+            if item.id is not None:
+                if item.id in seen:
+                    first = f"{field}[{seen[item.id]}]"
+                    raise InvalidInput(f"{field}[{i}] has id {item.id!r}, as {first} does; ids must be unique")
+                seen[item.id] = i
 
     def item(self, item: ItemIn, where: str, model: ModelConfig) -> None:
         """One item: a text, or (for image-text models) one image with optional text."""

@@ -5,12 +5,36 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 OutputType = Literal["dense", "sparse", "multivector"]
 OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
+MIN_TEMPERATURE = 1e-3  # below it (but above 0) sampling divides logits into infinities: use 0 for greedy
+MAX_STOPS = 16
+MAX_STOP_CHARS = 256
+
+
+def _temperature(value: float) -> float:
+    if 0 < value < MIN_TEMPERATURE:
+        raise ValueError(f"must be 0 (greedy) or at least {MIN_TEMPERATURE}")
+    return value
+
+
+def _stops(value: str | list[str] | None) -> str | list[str] | None:
+    stops = [value] if isinstance(value, str) else value or []
+    if len(stops) > MAX_STOPS:
+        raise ValueError(f"at most {MAX_STOPS} stop strings")
+    for stop in stops:
+        if not stop or len(stop) > MAX_STOP_CHARS:
+            raise ValueError(f"each stop string must have 1 to {MAX_STOP_CHARS} characters")
+    return value
+
+
+Temperature = Annotated[float, AfterValidator(_temperature)]
+Stops = Annotated[str | list[str] | None, AfterValidator(_stops)]
+Seed = Annotated[int, Field(ge=-(2**63), lt=2**64)]
 
 
 class Wire(BaseModel):
@@ -73,7 +97,7 @@ class OpenAIEmbeddingsRequest(Wire):
     model: str
     input: str | list[str] = Field(min_length=1)
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = None
+    dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None
 
 
@@ -88,7 +112,7 @@ class RerankRequest(Wire):
     query: str
     documents: list[str | RerankDocument] = Field(min_length=1)
     top_n: int | None = Field(default=None, ge=1)
-    return_documents: bool = False
+    return_documents: StrictBool = False
     # sent by Cohere's clients; accepted and not used
     rank_fields: list[str] | None = None
     max_chunks_per_doc: int | None = Field(default=None, ge=1)
@@ -104,11 +128,11 @@ class GenerateRequest(Wire):
     prompt: str | None = None
     messages: list[Message] | None = Field(default=None, min_length=1)
     max_new_tokens: int = Field(default=256, ge=1)
-    temperature: float = Field(default=0.0, ge=0, le=5)
+    temperature: Temperature = Field(default=0.0, ge=0, le=5)
     top_p: float = Field(default=1.0, gt=0, le=1)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    stream: bool = False
+    stop: Stops = None
+    seed: Seed | None = None
+    stream: StrictBool = False
 
 
 class OpenAISampling(BaseModel):
@@ -116,11 +140,11 @@ class OpenAISampling(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     model: str
-    temperature: float = Field(default=1.0, ge=0, le=2)
+    temperature: Temperature = Field(default=1.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    stream: bool = False
+    stop: Stops = None
+    seed: Seed | None = None
+    stream: StrictBool = False
     n: int = Field(default=1, ge=1, le=1)
 
 

@@ -38,7 +38,8 @@ def similarity(kind: str, query: Any, item: Any) -> float:
     """Cosine for dense vectors, MaxSim for multivectors, dot product for sparse vectors."""
     if kind == "dense":
         q, d = np.asarray(query, np.float32), np.asarray(item, np.float32)
-        return float(q @ d / max(float(np.linalg.norm(q) * np.linalg.norm(d)), 1e-12))
+        cosine = float(q @ d / max(float(np.linalg.norm(q) * np.linalg.norm(d)), 1e-12))
+        return min(1.0, max(-1.0, cosine))  # float32 rounding can land just outside [-1, 1]
     if kind == "multivector":
         return maxsim(np.asarray(query, np.float32), np.asarray(item, np.float32))
     (qi, qv), (di, dv) = query, item
