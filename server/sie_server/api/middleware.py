@@ -20,7 +20,7 @@ class RequestRecorder(Protocol):
 
 
 class RequestMetrics:
-    """Counts ``/v1/`` requests by model, task and outcome (``ok``, an error code, ``client_gone``)."""
+    """Counts ``/v1/`` and ``/v2/`` requests by model, task and outcome (``ok``, an error code, ``client_gone``)."""
 
     def __init__(self, app: ASGIApp, recorder: RequestRecorder):
         self.app = app
@@ -87,7 +87,7 @@ class QueueOnly(_Refuse):
 
 
 class BearerTokens(_Refuse):
-    """``Authorization: Bearer <token>`` on ``/v1/`` routes, compared in constant time."""
+    """``Authorization: Bearer <token>`` on ``/v1/`` and ``/v2/`` routes, compared in constant time."""
 
     def __init__(self, app: ASGIApp, tokens: tuple[str, ...]):
         super().__init__(app)

@@ -29,7 +29,7 @@ from sie_server.cluster.asgi_call import call_app
 from sie_server.cluster.streams import Reply
 from sie_server.contract import envelope
 from sie_server.contract import headers as h
-from sie_server.contract.codec import MSGPACK, dumps_json
+from sie_server.contract.codec import MSGPACK, SSE, dumps_json
 from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError
 from sie_server.memory.pool import ModelState
@@ -171,7 +171,7 @@ class QueueWorker:
         })  # fmt: skip
         kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
         reply_to = headers[streams.REPLY_TO]
-        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        if not response.headers.get(h.CONTENT_TYPE, "").startswith(SSE):
             await self._reply(reply_to, Reply(response.status, kept, await response.read(), worker=self.id))
             await msg.ack()
             return
