@@ -20,6 +20,8 @@ class ErrorCode(StrEnum):
     INFERENCE_ERROR = "INFERENCE_ERROR"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     FORBIDDEN = "FORBIDDEN"
+    RATE_LIMITED = "RATE_LIMITED"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 
 
 ERROR_STATUS: dict[ErrorCode, int] = {
@@ -32,6 +34,8 @@ ERROR_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INFERENCE_ERROR: 500,
     ErrorCode.UNAUTHENTICATED: 401,
     ErrorCode.FORBIDDEN: 403,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.DEADLINE_EXCEEDED: 504,
 }
 
 
@@ -86,3 +90,13 @@ class Unauthenticated(SIEError):
 
 class Forbidden(SIEError):
     code = ErrorCode.FORBIDDEN
+
+
+class DeadlineExceeded(SIEError):
+    """The caller's ``X-SIE-Timeout-Ms`` passed before its answer was ready; its queued work is dropped."""
+
+    code = ErrorCode.DEADLINE_EXCEEDED
+
+
+class RateLimited(SIEError):
+    code = ErrorCode.RATE_LIMITED

@@ -39,7 +39,7 @@ def doc(
     answer: type[BaseModel] | None = None,
     *,
     body: type[BaseModel] | None = None,
-    errors: tuple[int, ...] = (400, 404, 413, 502, 503),
+    errors: tuple[int, ...] = (400, 404, 413, 502, 503, 504),
     stream: type[BaseModel] | None = None,
     openai: bool = False,
     msgpack: bool = True,

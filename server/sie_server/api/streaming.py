@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
+from sie_server.api.deadlines import next_within, within
 from sie_server.api.service import TextStream
 from sie_server.contract import codec, envelope
 from sie_server.contract.headers import CallOptions
-from sie_server.errors import InvalidInput, SIEError
+from sie_server.errors import DeadlineExceeded, InvalidInput, SIEError
 
 DONE = b"data: [DONE]\n\n"
 
@@ -26,16 +27,22 @@ def sse(
     stream: TextStream,
     chunk: Callable[[str], BaseModel],
     final: Callable[[TextStream], Sequence[BaseModel]],
+    call: CallOptions,
     shape: envelope.Shape = envelope.Shape.SIE,
 ) -> StreamingResponse:
     """``data: <chunk>`` per piece of text, then the final events, then ``data: [DONE]``. A failure
-    part way is an error event in the route's envelope. Closing the response (the caller left)
-    cancels the generation."""
+    part way (or the caller's deadline passing) is an error event in the route's envelope. Closing
+    the response (the caller left) cancels the generation."""
 
     async def events() -> AsyncIterator[bytes]:
         finished = False
         try:
-            async for delta in stream.deltas():
+            deltas = stream.deltas()
+            while True:
+                try:
+                    delta = await next_within(deltas, call)
+                except StopAsyncIteration:
+                    break
                 yield event(chunk(delta))
             for last in final(stream):
                 yield event(last)
@@ -52,7 +59,16 @@ def sse(
 
 
 async def whole(stream: TextStream, call: CallOptions) -> None:
-    """Wait for the whole answer; stop decoding if the caller goes away first."""
+    """Wait for the whole answer; stop decoding if the caller goes away or its deadline passes first."""
+    try:
+        async with within(call):
+            await _whole(stream, call)
+    except DeadlineExceeded:
+        stream.cancel()
+        raise
+
+
+async def _whole(stream: TextStream, call: CallOptions) -> None:
     finished = asyncio.ensure_future(stream.finish())
     watcher = asyncio.ensure_future(call.disconnected()) if call.disconnected else None
     try:

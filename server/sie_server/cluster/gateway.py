@@ -156,11 +156,13 @@ class Gateway:
             await asyncio.sleep(1.0)
 
     async def send(self, pool: str, priority: str, path: str, body: bytes, model_id: str, *,
-                   wait_for_model: bool = True) -> Call:  # fmt: skip
+                   wait_for_model: bool = True, deadline: float | None = None) -> Call:  # fmt: skip
         """Publish one work message (a msgpack request body); replies arrive on the returned call."""
         token = uuid.uuid4().hex
         call = Call(reply_to=f"{self.inbox}.{token}", pool=pool, priority=priority, target=self.holder(pool, model_id))
         call.headers = {streams.REPLY_TO: call.reply_to, streams.PATH: path, streams.PRIORITY: priority}
+        if deadline is not None:
+            call.headers[streams.DEADLINE] = f"{deadline:.3f}"
         if not wait_for_model:
             call.headers[streams.WAIT_FOR_MODEL] = "false"
         call.body = body
@@ -221,9 +223,9 @@ class Gateway:
                 await self.store.delete(call.body_ref)
 
     async def call(self, pool: str, priority: str, path: str, body: bytes, model_id: str, *,
-                   wait_for_model: bool = True) -> Reply:  # fmt: skip
+                   wait_for_model: bool = True, deadline: float | None = None) -> Reply:  # fmt: skip
         """One whole answer (for requests that are not streamed)."""
-        call = await self.send(pool, priority, path, body, model_id, wait_for_model=wait_for_model)
+        call = await self.send(pool, priority, path, body, model_id, wait_for_model=wait_for_model, deadline=deadline)
         try:
             return await self.receive(call)
         finally:

@@ -165,7 +165,13 @@ class GatewayService:
         pool = await self._pool(model, call)
         body = codec.pack(request.model_dump(exclude_none=True))
         reply = await self.gateway.call(
-            pool, call.priority, f"/v1/{task}/{model.id}", body, model.id, wait_for_model=call.wait_for_load
+            pool,
+            call.priority,
+            f"/v1/{task}/{model.id}",
+            body,
+            model.id,
+            wait_for_model=call.wait_for_load,
+            deadline=call.deadline,
         )
         return answer.model_validate(_answer(reply))
 
@@ -202,7 +208,13 @@ class GatewayService:
         pool = await self._pool(model, call)
         body = codec.pack(request.model_copy(update={"stream": True}).model_dump(exclude_none=True))
         sent = await self.gateway.send(
-            pool, call.priority, f"/v1/generate/{model.id}", body, model.id, wait_for_model=call.wait_for_load
+            pool,
+            call.priority,
+            f"/v1/generate/{model.id}",
+            body,
+            model.id,
+            wait_for_model=call.wait_for_load,
+            deadline=call.deadline,
         )
         try:
             first = await self.gateway.receive(sent)

@@ -36,6 +36,7 @@ PATH = "Sie-Path"
 PRIORITY = "Sie-Priority"
 BODY_REF = "Sie-Body-Ref"  # the request body is this object in PAYLOAD_BUCKET
 WAIT_FOR_MODEL = "Sie-Wait-For-Model"  # "false": answer MODEL_LOADING instead of retrying later
+DEADLINE = "Sie-Deadline"  # the caller's deadline, wall-clock seconds: work taken after it is not run
 MSG_ID = "Nats-Msg-Id"  # JetStream drops a re-published duplicate with the same id
 
 

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -162,13 +163,17 @@ class QueueWorker:
         body = msg.data
         if streams.BODY_REF in headers:
             body = (await self.store.get(headers[streams.BODY_REF])).data
-        response = await call_app(self.app, headers.get(streams.PATH, "/"), body, {
+        call_headers = {
             h.CONTENT_TYPE: MSGPACK,
             h.ACCEPT: MSGPACK,
             h.PRIORITY: headers.get(streams.PRIORITY, "interactive"),
             h.WAIT_FOR_MODEL: headers.get(streams.WAIT_FOR_MODEL, "true"),
             h.QUEUE_TOKEN: self.app.state.sie.queue_token,
-        })  # fmt: skip
+        }
+        if streams.DEADLINE in headers:  # what is left of the caller's wait (0: it has passed; the route refuses)
+            left_ms = (float(headers[streams.DEADLINE]) - time.time()) * 1000
+            call_headers[h.TIMEOUT_MS] = str(max(0, int(left_ms)))
+        response = await call_app(self.app, headers.get(streams.PATH, "/"), body, call_headers)
         kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
         reply_to = headers[streams.REPLY_TO]
         if not response.headers.get(h.CONTENT_TYPE, "").startswith(SSE):

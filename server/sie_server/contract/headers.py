@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -11,6 +12,7 @@ from sie_server.errors import InvalidInput
 PRIORITY = "x-sie-priority"
 WAIT_FOR_MODEL = "x-sie-wait-for-model"
 WAIT_FOR_WORKER = "x-sie-wait-for-worker"
+TIMEOUT_MS = "x-sie-timeout-ms"
 ERROR_CODE = "x-sie-error-code"
 QUEUE_TOKEN = "x-sie-queue-token"
 RETRY_AFTER = "retry-after"
@@ -67,6 +69,24 @@ class CallOptions:
     wait_for_load: bool = True
     wait_for_worker: bool = True
     disconnected: Callable[[], Awaitable[None]] | None = None  # resolves when the caller goes away
+    deadline: float | None = None  # wall-clock time (time.time()) after which the caller no longer waits
+
+    def remaining_s(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.time()
+
+
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
+
+
+def deadline(headers: Mapping[str, str]) -> float | None:
+    """``X-SIE-Timeout-Ms``: how long the caller waits, from now (0: it has already stopped)."""
+    raw = headers.get(TIMEOUT_MS)
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not value.isdigit() or int(value) > MAX_TIMEOUT_MS:
+        raise InvalidInput(f"{display(TIMEOUT_MS)} must be whole milliseconds from 0 to {MAX_TIMEOUT_MS}, got {raw!r}")
+    return time.time() + int(value) / 1000
 
 
 def call_options(headers: Mapping[str, str], disconnected: Callable[[], Awaitable[None]] | None = None) -> CallOptions:
@@ -75,4 +95,5 @@ def call_options(headers: Mapping[str, str], disconnected: Callable[[], Awaitabl
         wait_for_load=flag(headers, WAIT_FOR_MODEL, True),
         wait_for_worker=flag(headers, WAIT_FOR_WORKER, True),
         disconnected=disconnected,
+        deadline=deadline(headers),
     )

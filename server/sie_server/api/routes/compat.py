@@ -12,6 +12,7 @@ from fastapi.responses import Response
 
 from sie_server.api.body import json_response, parse
 from sie_server.api.context import call, model_for, service
+from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.contract.requests import (
     EncodeParams,
@@ -57,7 +58,9 @@ async def embeddings(request: Request) -> Response:
         items=[ItemIn(id=str(i), text=t) for i, t in enumerate(texts)],
         params=EncodeParams(output_types=["dense"]),
     )
-    answer = await svc.encode(config, native, call(request))
+    options = call(request)
+    async with within(options):
+        answer = await svc.encode(config, native, options)
     data = []
     for index, item in enumerate(answer.items):
         assert item.dense is not None
@@ -79,7 +82,9 @@ async def _rerank(request: Request, version: str) -> Response:
     native = ScoreRequest(
         query=ItemIn(id="query", text=body.query), items=[ItemIn(id=str(i), text=t) for i, t in enumerate(texts)]
     )
-    answer = await svc.score(config, native, call(request))
+    options = call(request)
+    async with within(options):
+        answer = await svc.score(config, native, options)
     ranked = answer.scores[: body.top_n] if body.top_n else answer.scores
     results = [
         RerankResult(

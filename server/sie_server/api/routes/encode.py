@@ -7,6 +7,7 @@ from fastapi.responses import Response
 
 from sie_server.api.body import parse, render
 from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.contract.requests import EncodeParams, EncodeRequest
 from sie_server.contract.responses import EncodeResponse
@@ -35,4 +36,7 @@ async def encode(request: Request, model: str = MODEL) -> Response:
     body = await parse(request, EncodeRequest, svc.limits.max_body_bytes)
     svc.limits.items(body.items, config)
     check_params(body.params)
-    return render(request, await svc.encode(config, body, call(request)))
+    options = call(request)
+    async with within(options):
+        answer = await svc.encode(config, body, options)
+    return render(request, answer)

@@ -7,6 +7,7 @@ from fastapi.responses import Response
 
 from sie_server.api.body import parse, render
 from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.contract.requests import ExtractRequest
 from sie_server.contract.responses import ExtractResponse
@@ -20,4 +21,7 @@ async def extract(request: Request, model: str = MODEL) -> Response:
     svc = service(request)
     body = await parse(request, ExtractRequest, svc.limits.max_body_bytes)
     svc.limits.items(body.items, config)
-    return render(request, await svc.extract(config, body, call(request)))
+    options = call(request)
+    async with within(options):
+        answer = await svc.extract(config, body, options)
+    return render(request, answer)

@@ -12,11 +12,13 @@ from fastapi.responses import Response
 
 from sie_server.api.body import json_response, parse, render
 from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.api.service import TextStream
 from sie_server.api.streaming import sse, whole
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.envelope import Shape
+from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ChatCompletionRequest, CompletionRequest, GenerateRequest
 from sie_server.contract.responses import (
@@ -45,24 +47,27 @@ def check(request: GenerateRequest, limits: Limits) -> None:
         limits.text(message.content, f"messages[{i}].content")
 
 
-async def start(request: Request, config: ModelConfig, body: GenerateRequest) -> TextStream:
+async def start(request: Request, config: ModelConfig, body: GenerateRequest, options: CallOptions) -> TextStream:
     svc = service(request)
     check(body, svc.limits)
-    return await svc.generate(config, body, call(request))
+    async with within(options):
+        return await svc.generate(config, body, options)
 
 
 @router.post("/v1/generate/{model:path}", **doc(GenerateResponse, body=GenerateRequest, stream=GenerateChunk))
 async def generate(request: Request, model: str = MODEL) -> Response:
     config = model_for(request, model, "generate")
     body = await parse(request, GenerateRequest, service(request).limits.max_body_bytes)
-    stream = await start(request, config, body)
+    options = call(request)
+    stream = await start(request, config, body, options)
     if body.stream:
         return sse(
             stream,
             lambda delta: GenerateChunk(model=config.id, text=delta),
             lambda s: [GenerateChunk(model=config.id, text="", finish_reason=s.finish_reason, usage=s.usage)],
+            options,
         )
-    await whole(stream, call(request))
+    await whole(stream, options)
     answer = GenerateResponse(model=config.id, text=stream.text, finish_reason=stream.finish_reason, usage=stream.usage)
     return render(request, answer)
 
@@ -82,7 +87,8 @@ async def chat_completions(request: Request) -> Response:
         stop=body.stop,
         seed=body.seed,
     )
-    stream = await start(request, config, native)
+    options = call(request)
+    stream = await start(request, config, native, options)
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
     if body.stream:
         first = [True]
@@ -97,8 +103,8 @@ async def chat_completions(request: Request) -> Response:
             done = ChatChunkChoice(delta=ChatDelta(), finish_reason=s.finish_reason)
             return [ChatCompletionChunk(id=ident, created=created, model=config.id, choices=[done], usage=s.usage)]
 
-        return sse(stream, chunk, final, Shape.OPENAI)
-    await whole(stream, call(request))
+        return sse(stream, chunk, final, options, Shape.OPENAI)
+    await whole(stream, options)
     choice = ChatChoice(message=ChatMessageOut(content=stream.text), finish_reason=stream.finish_reason)
     answer = ChatCompletion(id=ident, created=created, model=config.id, choices=[choice], usage=stream.usage)
     return json_response(answer)
@@ -118,7 +124,8 @@ async def completions(request: Request) -> Response:
         stop=body.stop,
         seed=body.seed,
     )
-    stream = await start(request, config, native)
+    options = call(request)
+    stream = await start(request, config, native, options)
     ident, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
     def answer(text: str, reason: str | None, s: TextStream | None) -> Completion:
@@ -128,7 +135,11 @@ async def completions(request: Request) -> Response:
 
     if body.stream:
         return sse(
-            stream, lambda delta: answer(delta, None, None), lambda s: [answer("", s.finish_reason, s)], Shape.OPENAI
+            stream,
+            lambda delta: answer(delta, None, None),
+            lambda s: [answer("", s.finish_reason, s)],
+            options,
+            Shape.OPENAI,
         )
-    await whole(stream, call(request))
+    await whole(stream, options)
     return json_response(answer(stream.text, stream.finish_reason, stream))

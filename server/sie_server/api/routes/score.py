@@ -7,6 +7,7 @@ from fastapi.responses import Response
 
 from sie_server.api.body import parse, render
 from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.contract.requests import ScoreRequest
 from sie_server.contract.responses import ScoreResponse
@@ -21,4 +22,7 @@ async def score(request: Request, model: str = MODEL) -> Response:
     body = await parse(request, ScoreRequest, svc.limits.max_body_bytes)
     svc.limits.item(body.query, "query", config)
     svc.limits.items(body.items, config)
-    return render(request, await svc.score(config, body, call(request)))
+    options = call(request)
+    async with within(options):
+        answer = await svc.score(config, body, options)
+    return render(request, answer)
