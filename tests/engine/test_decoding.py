@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from sie_server.adapters.generator import ByteDetokenizer, WindowDetokenizer
-from sie_server.engine.generation import SamplingParams, Sequence, sample
+from sie_server.engine.generation import SamplingParams, Sequence
+from sie_server.engine.sampling import sample
 
 TEXT = "Grüße, 東京! ok"
 BYTES = list(TEXT.encode())  # one "token" per byte: multi-byte characters span several tokens

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from sie_server.adapters.base import Tokens
 from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
 from sie_server.adapters.embedding import EmbeddingAdapter
 from sie_server.adapters.llamacpp import LlamaCppAdapter, SeqBatch
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.options import EncodeOptions, EncodeOutput
 
 SLOW_BATCH_S = 0.25
 SLOW_LOAD_S = 3.0
@@ -97,3 +98,138 @@ class EndlessSlowLlamaCpp(LlamaCppAdapter):
     def decode(self, batch: SeqBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
         time.sleep(0.02)
         return super().decode(batch, tokens, positions)
+
+
+# ----- poisoned inputs: one request fails inside the model, the others of its batch must not -------
+#: a prompt or text starting with one of these words fails in the model (the words are in the tiny vocabulary)
+POISON_STEP = "cafeteria"  # every decode step whose batch holds this sequence raises
+POISON_NAN = "lunch"  # this sequence's logits are NaN at each decode step
+POISON_PREFILL = "payment"  # a prefill that holds this prompt raises
+POISON_ENCODE = "cafeteria"  # an encode batch that holds this text raises
+FAULT_LOG = "SIE_TEST_FAULT_LOG"  # a file each injected fault appends "<kind> <rows in its batch>" to
+
+
+def record_fault(kind: str, rows: int) -> None:
+    """Note an injected fault and the size of the batch it hit, for the test to read."""
+    path = os.environ.get(FAULT_LOG)
+    if path:
+        with open(path, "a") as log:
+            log.write(f"{kind} {rows}\n")
+
+
+def starts_with(ids: list[int], marker: list[int], skip: int) -> bool:
+    """Whether ``ids`` (after ``skip`` leading special tokens) begin with ``marker``."""
+    return bool(marker) and ids[skip : skip + len(marker)] == marker
+
+
+@dataclass
+class MarkedBatch(DecodeBatch):
+    """A transformers batch that knows which of its rows are poisoned, and how."""
+
+    marks: list[str | None] = field(default_factory=list)
+
+
+class PoisonLM(CausalLMAdapter):
+    """The tiny Llama with poisoned prompts (POISON_*), no end-of-sequence and 20 ms a decode step, so
+    that sequences stay in the batch long enough for others to join them."""
+
+    _markers: dict[str, list[int]]
+
+    def load(self, weights: Path) -> None:
+        super().load(weights)
+        self.eos_ids = frozenset()
+        words = (POISON_STEP, POISON_NAN, POISON_PREFILL)
+        self._markers = {w: list(self.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in words}
+
+    def _mark(self, prompt: list[int]) -> str | None:
+        return next((w for w, ids in self._markers.items() if starts_with(prompt, ids, 1)), None)
+
+    def prefill(self, prompts: list[list[int]]) -> tuple[MarkedBatch, torch.Tensor]:
+        marks = [self._mark(p) for p in prompts]
+        if POISON_PREFILL in marks:
+            record_fault("prefill", len(prompts))
+            raise RuntimeError("simulated prefill failure")
+        batch, logits = super().prefill(prompts)
+        return MarkedBatch(batch.cache, batch.mask, marks), logits
+
+    def decode(self, batch: DecodeBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
+        assert isinstance(batch, MarkedBatch)
+        time.sleep(0.02)
+        if POISON_STEP in batch.marks:
+            record_fault("step", batch.rows)
+            raise RuntimeError("simulated decode failure")
+        logits = super().decode(batch, tokens, positions).clone()  # an inference tensor is read-only
+        for row, mark in enumerate(batch.marks):
+            if mark == POISON_NAN:
+                record_fault("nan", batch.rows)
+                logits[row] = float("nan")
+        return logits
+
+    def merge(self, first: DecodeBatch | None, second: DecodeBatch) -> MarkedBatch:
+        assert isinstance(second, MarkedBatch) and (first is None or isinstance(first, MarkedBatch))
+        merged = super().merge(first, second)
+        return MarkedBatch(merged.cache, merged.mask, (first.marks if first else []) + second.marks)
+
+    def keep(self, batch: DecodeBatch, rows: list[int]) -> MarkedBatch | None:
+        assert isinstance(batch, MarkedBatch)
+        kept = super().keep(batch, rows)
+        return None if kept is None else MarkedBatch(kept.cache, kept.mask, [batch.marks[i] for i in rows])
+
+
+class PoisonLlamaCpp(LlamaCppAdapter):
+    """SmolLM2 on llama.cpp with the same poisoned prompts as PoisonLM (marks kept per sequence id),
+    no end-of-sequence and at least 20 ms a decode step."""
+
+    _markers: dict[str, list[int]]
+    _marks: dict[int, str]
+
+    def load(self, weights: Path) -> None:
+        super().load(weights)
+        self.eos_ids = frozenset()
+        self._markers = {w: self._tokenize(w, add_special=False) for w in (POISON_STEP, POISON_NAN, POISON_PREFILL)}
+        self._marks = {}
+
+    def _mark(self, prompt: list[int]) -> str | None:
+        """At the very start, or after one leading special token (SmolLM2 adds none to a raw prompt)."""
+        return next(
+            (w for w, ids in self._markers.items() if starts_with(prompt, ids, 0) or starts_with(prompt, ids, 1)),
+            None,
+        )
+
+    def prefill(self, prompts: list[list[int]]) -> tuple[SeqBatch, torch.Tensor]:
+        marks = [self._mark(p) for p in prompts]
+        if POISON_PREFILL in marks:
+            record_fault("prefill", len(prompts))
+            raise RuntimeError("simulated prefill failure")
+        batch, logits = super().prefill(prompts)
+        self._marks.update({seq: mark for seq, mark in zip(batch.seq_ids, marks, strict=True) if mark})
+        return batch, logits
+
+    def decode(self, batch: SeqBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
+        time.sleep(0.02)
+        marks = [self._marks.get(seq) for seq in batch.seq_ids]
+        if POISON_STEP in marks:
+            record_fault("step", batch.rows)
+            raise RuntimeError("simulated decode failure")
+        logits = super().decode(batch, tokens, positions)
+        for row, mark in enumerate(marks):
+            if mark == POISON_NAN:
+                record_fault("nan", batch.rows)
+                logits[row] = float("nan")
+        return logits
+
+    def discard(self, batch: SeqBatch) -> None:
+        for seq in batch.seq_ids:
+            self._marks.pop(seq, None)
+        super().discard(batch)
+
+
+class PoisonEmbedding(EmbeddingAdapter):
+    """A batch that holds a text starting with POISON_ENCODE raises, whatever else it holds."""
+
+    def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
+        marker = self.tokenizer.encode(POISON_ENCODE, add_special_tokens=False).ids
+        if any(starts_with(t.input_ids, marker, 1) for t in batch):
+            record_fault("encode", len(batch))
+            raise ValueError("simulated failure on a poisoned text")
+        return super().run(batch, options)

@@ -4,6 +4,10 @@ New requests join between steps (they are prefilled together and merged into the
 batch), finished or abandoned ones leave between steps, and the tokens a batch may hold
 (prompt + max_new_tokens of every active sequence) stay within the model's
 ``max_batch_tokens`` — the KV cache the memory budget charged for.
+
+One sequence's failure stays with it: a row that cannot be sampled or decoded ends with its own
+error, and a prefill or decode step that fails as a whole is run again for each sequence alone
+(engine/isolation.py), so only those that fail on their own get the error and the others go on.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import torch
 from sie_server.adapters.base import ModelAdapter
 from sie_server.adapters.generator import Detokenizer, Generator, StreamingGenerator
 from sie_server.catalog.schema import ModelConfig
+from sie_server.engine import isolation
+from sie_server.engine.sampling import sample_rows
 from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics
@@ -64,6 +70,11 @@ class Sequence:
         return len(self.prompt_ids) + self.params.max_new_tokens
 
     @property
+    def done(self) -> bool:
+        """Finished, abandoned by its caller, or failed: it leaves the batch."""
+        return self.finish_reason is not None or self.cancelled or self.error is not None
+
+    @property
     def position(self) -> int:
         return len(self.prompt_ids) + len(self.generated) - 1
 
@@ -79,35 +90,6 @@ class Sequence:
         if stable > self.emitted:
             self.deltas.put_nowait(self.text[self.emitted : stable])
             self.emitted = stable
-
-
-def sample(logits: torch.Tensor, rows: list[Sequence]) -> list[int]:
-    """The next token of every row at once: argmax for greedy rows; temperature and top-p applied
-    to all sampled rows together, then one draw per row (a seeded row draws from its own generator,
-    so its output does not depend on what else is in the batch)."""
-    if logits.device.type == "cpu":  # numpy's argmax: no wake-up of torch's thread pool beside llama.cpp's
-        chosen = torch.from_numpy(logits.numpy().argmax(-1))
-    else:
-        chosen = torch.argmax(logits, dim=-1)
-    sampled = [i for i, s in enumerate(rows) if s.params.temperature > 0]
-    if sampled:
-        index = torch.tensor(sampled, device=logits.device)
-        temperature = torch.tensor(
-            [rows[i].params.temperature for i in sampled], dtype=logits.dtype, device=logits.device
-        )
-        probs = torch.softmax(logits[index] / temperature.unsqueeze(1), dim=-1)
-        top_p = torch.tensor([rows[i].params.top_p for i in sampled], dtype=probs.dtype, device=probs.device)
-        if bool((top_p < 1.0).any()):
-            ordered, order = torch.sort(probs, dim=-1, descending=True)
-            drop = ordered.cumsum(-1) - ordered >= top_p.unsqueeze(1)
-            probs = probs.scatter(-1, order, ordered.masked_fill(drop, 0.0))
-        free = [k for k, i in enumerate(sampled) if rows[i].generator is None]
-        if free:
-            chosen[index[free]] = torch.multinomial(probs[free], 1).squeeze(1)
-        for k, i in enumerate(sampled):
-            if rows[i].generator is not None:
-                chosen[i] = torch.multinomial(probs[k].cpu(), 1, generator=rows[i].generator)[0]  # a CPU generator
-    return [int(t) for t in chosen.tolist()]
 
 
 def generator(model: ModelConfig, adapter: ModelAdapter) -> Generator:
@@ -159,7 +141,6 @@ class DecodeLoop:
         return bool(self.waiting or self.active)
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         adapter: Generator | None = None
         try:
             while self.waiting or self.active:
@@ -167,18 +148,9 @@ class DecodeLoop:
                 self._drop_cancelled()
                 joining = self._admit(adapter)
                 if joining:
-                    self.batch, logits = await loop.run_in_executor(
-                        self.executor, _join, adapter, self.batch, [s.prompt_ids for s in joining]
-                    )
-                    self.active.extend(joining)
-                    self._advance(adapter, joining, logits)
+                    await self._prefill(adapter, joining)
                 elif self.active and self.batch is not None:
-                    tokens = [s.generated[-1] for s in self.active]
-                    positions = [s.position for s in self.active]
-                    logits = await loop.run_in_executor(self.executor, adapter.decode, self.batch, tokens, positions)
-                    self.steps += 1
-                    self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
-                    self._advance(adapter, self.active, logits)
+                    await self._step(adapter)
                 await self._retire(adapter)
                 self._expire_waiting()
                 if not self.active and self.waiting and not self._admit_possible():
@@ -192,6 +164,66 @@ class DecodeLoop:
             if self.batch is not None and adapter is not None:
                 adapter.discard(self.batch)
             self.batch = None
+
+    async def _prefill(self, adapter: Generator, joining: list[Sequence]) -> None:
+        """Prefill the joining sequences together; if that fails, each alone (the running batch is untouched)."""
+        loop = asyncio.get_running_loop()
+        prompts = [s.prompt_ids for s in joining]
+        try:
+            self.batch, logits = await loop.run_in_executor(self.executor, _join, adapter, self.batch, prompts)
+        except Exception:
+            log.warning(
+                "prefill of %d sequences for %s failed; each alone", len(joining), self.config.id, exc_info=True
+            )
+            self.batch, outcomes = await loop.run_in_executor(
+                self.executor, isolation.prefill_apart, adapter, self.batch, prompts
+            )
+            joining = self._keep_served(joining, outcomes)
+            if not joining:
+                return
+            logits = isolation.stack(outcomes)
+        self.active.extend(joining)
+        self._advance(adapter, joining, logits)
+
+    async def _step(self, adapter: Generator) -> None:
+        """One decode step of every running sequence; if it fails, each sequence runs the step alone
+        and the batch is rebuilt from those that succeed."""
+        loop = asyncio.get_running_loop()
+        tokens = [s.generated[-1] for s in self.active]
+        positions = [s.position for s in self.active]
+        try:
+            logits = await loop.run_in_executor(self.executor, adapter.decode, self.batch, tokens, positions)
+        except Exception:
+            log.warning(
+                "decode step of %d sequences for %s failed; each alone", len(tokens), self.config.id, exc_info=True
+            )
+            rows = [(s.prompt_ids + s.generated[:-1], s.generated[-1], s.position) for s in self.active]
+            batch, self.batch = self.batch, None
+            self.batch, outcomes = await loop.run_in_executor(
+                self.executor, isolation.decode_apart, adapter, batch, rows
+            )
+            self.active = self._keep_served(self.active, outcomes)
+            if not self.active:
+                return
+            logits = isolation.stack(outcomes)
+        self.steps += 1
+        self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
+        self._advance(adapter, self.active, logits)
+
+    def _keep_served(self, rows: list[Sequence], outcomes: list[object]) -> list[Sequence]:
+        """The rows whose step succeeded alone; the others end with their own error."""
+        settled = isolation.settle(outcomes, self.config.id)
+        for seq, outcome in zip(rows, settled, strict=True):
+            if isinstance(outcome, SIEError):
+                self._end(seq, outcome)
+        return [seq for seq, outcome in zip(rows, settled, strict=True) if not isinstance(outcome, SIEError)]
+
+    @staticmethod
+    def _end(seq: Sequence, error: SIEError) -> None:
+        """A sequence that failed on its own: its error, and the end of its stream (it leaves the batch at retire)."""
+        if seq.error is None:
+            seq.error = error
+            seq.deltas.put_nowait(None)
 
     def _admit_possible(self) -> bool:
         return bool(self.waiting) and self.waiting[0].budget_tokens <= self.budget
@@ -225,26 +257,37 @@ class DecodeLoop:
             seq.deltas.put_nowait(None)
 
     def _advance(self, adapter: Generator, rows: list[Sequence], logits: torch.Tensor) -> None:
-        for seq, token in zip(rows, sample(logits, rows), strict=True):
-            assert seq.detokenizer is not None
-            if token in adapter.eos_ids:
-                seq.finish_reason = "stop"
-                seq.append(seq.detokenizer.flush())
+        for seq, token in zip(rows, sample_rows(logits, rows, self.config.id), strict=True):
+            if isinstance(token, SIEError):
+                self._end(seq, token)
                 continue
-            seq.generated.append(token)
-            piece = seq.detokenizer.add(token)
-            if len(seq.generated) >= seq.params.max_new_tokens:
-                piece += seq.detokenizer.flush()
-                seq.append(piece)
-                seq.finish_reason = seq.finish_reason or "length"
-                seq.append("")
-            else:
-                seq.append(piece)
+            try:
+                self._add(adapter, seq, token)
+            except Exception as exc:
+                log.exception("%s: turning a token into text failed for one sequence", self.config.id)
+                self._end(seq, InferenceError(f"model {self.config.id} failed decoding a token ({type(exc).__name__})"))
+
+    @staticmethod
+    def _add(adapter: Generator, seq: Sequence, token: int) -> None:
+        assert seq.detokenizer is not None
+        if token in adapter.eos_ids:
+            seq.finish_reason = "stop"
+            seq.append(seq.detokenizer.flush())
+            return
+        seq.generated.append(token)
+        piece = seq.detokenizer.add(token)
+        if len(seq.generated) >= seq.params.max_new_tokens:
+            piece += seq.detokenizer.flush()
+            seq.append(piece)
+            seq.finish_reason = seq.finish_reason or "length"
+            seq.append("")
+        else:
+            seq.append(piece)
 
     async def _retire(self, adapter: Generator) -> None:
-        keep = [i for i, s in enumerate(self.active) if s.finish_reason is None and not s.cancelled]
+        keep = [i for i, s in enumerate(self.active) if not s.done]
         for seq in self.active:
-            if seq.finish_reason is not None or seq.cancelled:
+            if seq.done and seq.error is None:  # a failed one's stream has ended already
                 seq.deltas.put_nowait(None)
         if len(keep) != len(self.active) and self.batch is not None:
             self.active = [self.active[i] for i in keep]
@@ -255,8 +298,7 @@ class DecodeLoop:
 
     def _fail_all(self, exc: SIEError) -> None:
         for seq in [*self.active, *self.waiting]:
-            seq.error = exc
-            seq.deltas.put_nowait(None)
+            self._end(seq, exc)
         self.active, self.waiting = [], deque()
 
 

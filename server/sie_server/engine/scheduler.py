@@ -1,7 +1,8 @@
 """One queue for every model and caller; a loop that forms batches and runs them on the device.
 
-Each queued item carries its own future: a batch that fails sets the error on each of its
-items and the loop goes on. Items whose caller has gone (future cancelled) are dropped
+Each queued item carries its own future: a batch that fails is run again in halves, down to
+single items, so only the items that fail on their own get an error (engine/isolation.py); the
+others get their answers and the loop goes on. Items whose caller has gone (future cancelled) are dropped
 before they reach the model. Which class goes next is the policy's decision.
 """
 
@@ -23,6 +24,7 @@ from sie_server.adapters.encoder import Encoder
 from sie_server.adapters.options import BatchOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.engine.batching import form_batch, padded_cost
+from sie_server.engine.isolation import OOM_RETRY_AFTER_S, is_out_of_memory, run_apart, settle
 from sie_server.engine.policy import PRIORITIES, PriorityPolicy
 from sie_server.errors import InferenceError, InvalidInput, QueueFull, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
@@ -30,7 +32,6 @@ from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 QUEUE_FULL_RETRY_AFTER_S = 1.0
-OOM_RETRY_AFTER_S = 2.0
 GroupKey = tuple[str, BatchOptions]
 Running = asyncio.Future[tuple[list[Any], float]]  # a batch on its lane's thread: (results, seconds)
 Started = tuple[Encoder[Any], Running]
@@ -70,14 +71,6 @@ def _timed_run(adapter: Encoder[Any], batch: list[Tokens], options: BatchOptions
 def batch_runner(adapter: ModelAdapter, head: WorkItem) -> Encoder[Any] | None:
     """The model as the encoder that runs this batch; None for a model of another family (a generator)."""
     return adapter if isinstance(adapter, Encoder) and adapter.accepts(head.options) else None
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    return (
-        isinstance(exc, MemoryError)
-        or type(exc).__name__ == "OutOfMemoryError"
-        or (isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
-    )
 
 
 class Scheduler:
@@ -284,7 +277,9 @@ class Scheduler:
                 results = await self._execute(adapter, batch, executor, running)
             except Exception as exc:
                 if not is_out_of_memory(exc):
-                    raise
+                    if len(batch) == 1:
+                        raise
+                    return await self._apart(adapter, batch, executor)
                 evicted = self.pool.evict_others(keep=model_id)
                 log.warning("%s: one item ran out of memory; evicted %s and retrying once", model_id, evicted)
                 results = await self._execute(adapter, batch, executor)
@@ -302,6 +297,20 @@ class Scheduler:
             failed = InferenceError(f"model {model_id} failed on this batch ({type(exc).__name__})")
             return partial(self._fail, batch, failed)
         return partial(self._succeed, batch, results)
+
+    async def _apart(
+        self, adapter: Encoder[Any], batch: list[WorkItem], executor: ThreadPoolExecutor
+    ) -> Callable[[], None]:
+        """The batch failed as a whole: run it again in halves, down to single items, so that only the
+        items that fail on their own get an error."""
+        model_id = batch[0].model.id
+        log.warning("batch of %d for %s failed; running its items apart", len(batch), model_id, exc_info=True)
+        live = [i for i in batch if not i.future.done()]  # callers that left need no answer
+        outcomes = settle(await run_apart(live, partial(self._execute, adapter, executor=executor)), model_id)
+        failed = sum(isinstance(o, SIEError) for o in outcomes)
+        if failed:
+            log.warning("%s: %d of %d items failed on their own", model_id, failed, len(live))
+        return partial(self._settle, live, outcomes)
 
     def _submit(self, adapter: Encoder[Any], batch: list[WorkItem], executor: ThreadPoolExecutor) -> Running:
         return asyncio.get_running_loop().run_in_executor(
@@ -351,6 +360,19 @@ class Scheduler:
             item.finished_at = finished
             if not item.future.done():
                 item.future.set_result(result)
+
+    @staticmethod
+    def _settle(batch: list[WorkItem], outcomes: list[Any]) -> None:
+        """Each item its own answer or its own error."""
+        finished = time.monotonic()
+        for item, outcome in zip(batch, outcomes, strict=True):
+            item.finished_at = finished
+            if item.future.done():
+                continue
+            if isinstance(outcome, SIEError):
+                item.future.set_exception(outcome)
+            else:
+                item.future.set_result(outcome)
 
     @staticmethod
     def _fail(batch: list[WorkItem], exc: SIEError) -> None:
