@@ -2,42 +2,77 @@
 
 The first SIGTERM (or SIGINT) stops admitting work — ``/readyz`` answers 503 and work
 routes answer 503 QUEUE_FULL — and lets every accepted request finish; then the server
-exits with status 0. A second signal exits at once.
+exits with status 0. A drain lasts at most ``--drain-timeout-s``: work still unfinished then
+is failed with 503 QUEUE_FULL (a stream ends with an error event) and the server exits. A
+second signal exits at once, with status 0.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
 from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
 
 from sie_server.compose import create_app
-from sie_server.engine.frontdoor import EngineFrontDoor
+from sie_server.engine.frontdoor import DRAIN_RETRY_AFTER_S, EngineFrontDoor
+from sie_server.engine.leftovers import fail_leftovers
+from sie_server.errors import QueueFull
 from sie_server.settings import Settings
 
 log = logging.getLogger(__name__)
+# after the deadline, how long failed answers get to reach their callers before connections are cut
+ANSWER_GRACE_S = 5
+
+
+def _flush_logs() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, state: EngineFrontDoor):
+    def __init__(self, config: uvicorn.Config, state: EngineFrontDoor, drain_timeout_s: float | None = None):
         super().__init__(config)
         self.app_state = state
+        self.drain_timeout_s = drain_timeout_s
         self.draining = False
+        self.deadline: float | None = None
+        self.overdue = False
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.draining:  # a second signal: stop now
-            super().handle_exit(sig, frame)
-            return
+        if self.draining:  # a second signal: stop now (unacknowledged queue work is redelivered)
+            log.warning("signal %d during the drain: exiting now", sig)
+            _flush_logs()
+            os._exit(0)
         log.info("signal %d: draining (no new work; finishing what was accepted)", sig)
         self.draining = True
         self.app_state.draining = True
+        if self.drain_timeout_s is not None:
+            self.deadline = time.monotonic() + self.drain_timeout_s
+
+    def _fail_overdue(self) -> None:
+        self.overdue = True
+        message = (
+            f"the server shut down before this work finished (its drain lasts at most {self.drain_timeout_s:g}s, "
+            "--drain-timeout-s); retry on another server"
+        )
+        state = self.app_state
+        failed = fail_leftovers(state.scheduler, state.generation, QueueFull(message, retry_after=DRAIN_RETRY_AFTER_S))
+        log.warning("drain deadline passed: failed %d unfinished items and generations", failed)
+        self.config.timeout_graceful_shutdown = ANSWER_GRACE_S
+        self.deadline = time.monotonic() + ANSWER_GRACE_S  # then exit, answered or not
 
     async def on_tick(self, counter: int) -> bool:
-        if self.draining and not self.should_exit and self.app_state.idle():
-            log.info("drained; shutting down")
-            self.should_exit = True
+        if self.draining and not self.should_exit:
+            overdue = self.deadline is not None and time.monotonic() >= self.deadline
+            if overdue and not self.overdue:
+                self._fail_overdue()
+            elif self.app_state.idle() or (self.overdue and (overdue or self.app_state.inflight == 0)):
+                log.info("drained; shutting down")
+                self.should_exit = True
         return await super().on_tick(counter)
 
 
@@ -56,4 +91,4 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
 
 def run(settings: Settings) -> None:
     app = create_app(settings)
-    DrainingServer(uvicorn_config(app, settings), app.state.sie).run()
+    DrainingServer(uvicorn_config(app, settings), app.state.sie, settings.drain_timeout_s).run()

@@ -107,6 +107,11 @@ class Settings(CommonSettings):
     batch_max_tokens: int | None = Field(
         default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less; 0: no cap"
     )
+    drain_timeout_s: float = Field(
+        default=90.0,
+        gt=0,
+        description="longest drain after SIGTERM: work unfinished then is failed with 503 and the server exits",
+    )
 
     @field_validator("cpu_precision", mode="before")
     @classmethod

@@ -381,7 +381,7 @@ class MemoryReport(KeepNone):
 
 
 class Readiness(Sparse):
-    status: Literal["ready", "starting", "draining"]
+    status: Literal["ready", "starting", "draining", "disconnected"]  # disconnected: a queue worker without NATS
     queued_items: int | None = None
     inflight_requests: int | None = None
     preload_errors: dict[str, str] | None = None

@@ -105,6 +105,7 @@ class EngineFrontDoor:
     ready: bool = False
     draining: bool = False
     queue_token: str = ""  # on a queue worker: the secret its in-process calls carry
+    queue_connected: bool = True  # on a queue worker: False while it has no NATS connection
     preload_errors: dict[str, str] = field(default_factory=dict)
     requests: RequestCounter = field(init=False)
 
@@ -226,6 +227,8 @@ class EngineFrontDoor:
             return Readiness(status="draining")
         if not self.ready:
             return Readiness(status="starting")
+        if not self.queue_connected:  # a worker without NATS gets no work: not ready
+            return Readiness(status="disconnected")
         return Readiness(
             status="ready",
             queued_items=self.scheduler.queued,

@@ -28,7 +28,10 @@ async def metrics(request: Request) -> Response:
     "/readyz",
     responses={
         200: {"model": Readiness, "description": "serving"},
-        503: {"model": Readiness, "description": "starting (preload under way) or draining"},
+        503: {
+            "model": Readiness,
+            "description": "starting (preload under way), draining, or disconnected (a queue worker without NATS)",
+        },
     },
 )
 async def readyz(request: Request) -> Response:
