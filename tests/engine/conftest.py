@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +90,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
         pinned: frozenset[str] = frozenset(),
         behaviour: Behaviour | None = None,
         lanes: bool = True,
+        factory: Callable[[Behaviour], Any] = fake_factory,
     ) -> Engine:
         behaviour = behaviour or Behaviour()
         metrics = Metrics()
@@ -99,7 +101,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
             budget_bytes=budget,
             metrics=metrics,
             pinned=pinned,
-            factory=fake_factory(behaviour),
+            factory=factory(behaviour),
         )
         scheduler = Scheduler(
             pool,
