@@ -23,7 +23,8 @@ class SIEEmbeddingFunction(EmbeddingFunction[Documents]):
     ``query_texts``) encodes with ``is_query=True`` (query prefix, or ``instruction``).
     ``base_url=None`` means ``$SIE_URL`` (else http://127.0.0.1:8080) at each call, and is
     stored as ``None`` in the collection's config so a reopened collection follows
-    ``$SIE_URL`` too. The default space is cosine.
+    ``$SIE_URL`` too. The default space is cosine. ``api_key`` (``None``: ``$SIE_API_KEY``) is
+    never written to the collection's config: a reopened collection reads ``$SIE_API_KEY``.
     """
 
     def __init__(
@@ -36,6 +37,7 @@ class SIEEmbeddingFunction(EmbeddingFunction[Documents]):
         batch_size: int = DEFAULT_BATCH_SIZE,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         space: Literal["cosine", "l2", "ip"] = "cosine",
+        api_key: str | None = None,
     ) -> None:
         self._backend = SIEBackend(
             model,
@@ -44,6 +46,7 @@ class SIEEmbeddingFunction(EmbeddingFunction[Documents]):
             instruction=instruction,
             batch_size=batch_size,
             timeout=timeout,
+            api_key=api_key,
         )
         self._space: Space = space
 

@@ -2,7 +2,8 @@
 
 Settings: ``model``, ``base_url`` (``None``: ``$SIE_URL``, else http://127.0.0.1:8080, read at
 call time), ``priority`` ("interactive" | "batch"), ``instruction`` (sent with queries only:
-documents get the model's document prefix), ``batch_size`` (texts per request), ``timeout``.
+documents get the model's document prefix), ``batch_size`` (texts per request), ``timeout``,
+``api_key`` (``None``: ``$SIE_API_KEY`` when a client is made; sent as a bearer key).
 
 Clients: one blocking ``SIEClient`` made on first use and closed when the backend is closed or
 garbage-collected (or the caller's own, never closed here); async calls use the caller's
@@ -51,10 +52,15 @@ def chunked(items: Sequence[T], size: int) -> Iterator[list[T]]:
 
 
 def model_served(
-    model: str, *, base_url: str | None = None, output: str | None = None, task: str | None = None
+    model: str,
+    *,
+    base_url: str | None = None,
+    output: str | None = None,
+    task: str | None = None,
+    api_key: str | None = None,
 ) -> bool:
     """Whether the server lists ``model`` (with that encode ``output`` and ``task``, when given)."""
-    with SIEClient(resolve_base_url(base_url), timeout=10.0) as client:
+    with SIEClient(resolve_base_url(base_url), timeout=10.0, api_key=api_key) as client:
         for info in client.list_models():
             if info.get("id") != model:
                 continue
@@ -72,6 +78,14 @@ def _shared_ssl_context() -> ssl.SSLContext:
         if _ssl_context is None:
             _ssl_context = httpx.create_ssl_context()
         return _ssl_context
+
+
+def secret_value(value: Any) -> str | None:
+    """A key given as a plain string or as pydantic's ``SecretStr`` (how LangChain keeps keys)."""
+    if value is None:
+        return None
+    reveal = getattr(value, "get_secret_value", None)
+    return str(reveal()) if callable(reveal) else str(value)
 
 
 def as_floats(vector: Any) -> list[float]:
@@ -93,6 +107,7 @@ class SIEBackend:
         retry: RetryPolicy | None = DEFAULT_RETRY,
         client: SIEClient | None = None,
         async_client: SIEAsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model id")
@@ -107,6 +122,7 @@ class SIEBackend:
         self.batch_size = batch_size
         self.timeout = timeout
         self.retry = retry
+        self.api_key = api_key
         self._client = client
         self._async_client = async_client
         self._closer: weakref.finalize[Any, Any] | None = None  # closes the client this backend made
@@ -116,7 +132,7 @@ class SIEBackend:
     @classmethod
     def from_settings(cls, settings: Any) -> SIEBackend:
         """A backend from an adapter's settings object (model, base_url, priority, instruction,
-        batch_size, timeout attributes), as every ecosystem class keeps them."""
+        batch_size, timeout and api_key attributes), as every ecosystem class keeps them."""
         return cls(
             settings.model,
             base_url=settings.base_url,
@@ -124,6 +140,7 @@ class SIEBackend:
             instruction=settings.instruction,
             batch_size=settings.batch_size,
             timeout=settings.timeout,
+            api_key=secret_value(getattr(settings, "api_key", None)),
         )
 
     @property
@@ -140,6 +157,7 @@ class SIEBackend:
             "batch_size": self.batch_size,
             "timeout": self.timeout,
             "retry": self.retry,
+            "api_key": self.api_key,
         }
 
     # --- clients -------------------------------------------------------------------------
@@ -149,7 +167,9 @@ class SIEBackend:
         """The blocking client, made on first use."""
         with self._lock:
             if self._client is None:
-                client = SIEClient(self.base_url, timeout=self.timeout, priority=self.priority, retry=self.retry)
+                client = SIEClient(
+                    self.base_url, timeout=self.timeout, priority=self.priority, retry=self.retry, api_key=self.api_key
+                )
                 self._closer = weakref.finalize(self, client.close)
                 self._client = client
             return self._client
@@ -162,7 +182,12 @@ class SIEBackend:
             return
         transport = httpx.AsyncHTTPTransport(verify=_shared_ssl_context())
         async with SIEAsyncClient(
-            self.base_url, timeout=self.timeout, priority=self.priority, retry=self.retry, transport=transport
+            self.base_url,
+            timeout=self.timeout,
+            priority=self.priority,
+            retry=self.retry,
+            api_key=self.api_key,
+            transport=transport,
         ) as client:
             yield client
 

@@ -67,6 +67,7 @@ class VectorizerCore:
         retry: RetryPolicy | None = DEFAULT_RETRY,
         client: SIEClient | None = None,
         async_client: SIEAsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.backend = SIEBackend(
             model,
@@ -78,6 +79,7 @@ class VectorizerCore:
             retry=retry,
             client=client,
             async_client=async_client,
+            api_key=api_key,
         )
         self.models: dict[Output, str | None] = {
             "dense": model,

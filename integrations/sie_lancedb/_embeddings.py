@@ -21,8 +21,10 @@ class _SIETextFunction(TextEmbeddingFunction):
 
     ``model``, ``base_url`` (``None``: ``$SIE_URL`` at call time, else
     http://127.0.0.1:8080), ``priority``, ``instruction`` (queries only), ``batch_size``,
-    ``timeout``. LanceDB's own retry loop is bypassed: the SDK already retries what can be
-    retried, and other errors reach the caller as the SDK's typed exceptions.
+    ``timeout``, ``api_key`` (``None``: ``$SIE_API_KEY``; LanceDB keeps it out of the table's
+    config: through ``create()`` it takes ``"$var:NAME"`` only). LanceDB's own retry loop is
+    bypassed: the SDK already retries what can be retried, and other errors reach the caller
+    as the SDK's typed exceptions.
     """
 
     output: ClassVar[Literal["dense", "multivector"]] = "dense"
@@ -33,8 +35,13 @@ class _SIETextFunction(TextEmbeddingFunction):
     instruction: str | None = None
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
     timeout: float | None = DEFAULT_TIMEOUT_S
+    api_key: str | None = Field(default=None, repr=False)
 
     _backend: SIEBackend | None = PrivateAttr(default=None)
+
+    @staticmethod
+    def sensitive_keys() -> list[str]:
+        return ["api_key"]
 
     @property
     def backend(self) -> SIEBackend:

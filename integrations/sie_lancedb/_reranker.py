@@ -30,6 +30,7 @@ class SIEReranker(Reranker):
         batch_size: int = DEFAULT_BATCH_SIZE,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         return_score: str = "relevance",
+        api_key: str | None = None,
     ) -> None:
         super().__init__(return_score)
         self.column = column
@@ -40,6 +41,7 @@ class SIEReranker(Reranker):
             instruction=instruction,
             batch_size=batch_size,
             timeout=timeout,
+            api_key=api_key,
         )
 
     def __str__(self) -> str:

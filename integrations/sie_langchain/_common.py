@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, field_validator
 
 from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBackend, resolve_base_url
 from sie_sdk import DEFAULT_RETRY, RetryPolicy
@@ -17,7 +17,8 @@ class SIEFields(BaseModel):
     http://127.0.0.1:8080); ``priority``; ``instruction`` (queries only); ``timeout`` (seconds
     per call, retries included; ``None``: no limit); ``max_retries`` (``None``: retry
     MODEL_LOADING / QUEUE_FULL / RESOURCE_EXHAUSTED until the timeout, honouring Retry-After;
-    ``0``: never); ``batch_size`` (texts per request).
+    ``0``: never); ``batch_size`` (texts per request); ``api_key`` (``None``: ``$SIE_API_KEY``;
+    kept as a ``SecretStr``, never serialized).
     """
 
     model: str
@@ -27,6 +28,7 @@ class SIEFields(BaseModel):
     timeout: float | None = DEFAULT_TIMEOUT_S
     max_retries: int | None = None
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
 
     _backend: SIEBackend | None = PrivateAttr(default=None)
 
@@ -52,6 +54,7 @@ class SIEFields(BaseModel):
                 batch_size=self.batch_size,
                 timeout=self.timeout,
                 retry=self._retry(),
+                api_key=self.api_key.get_secret_value() if self.api_key is not None else None,
             )
         return self._backend
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, SecretStr, field_validator
 
 from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBackend, resolve_base_url
 
@@ -12,7 +12,8 @@ from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBack
 class SIEFields(BaseModel):
     """``model``, ``base_url`` (``None``: ``$SIE_URL`` when the object is made, else
     http://127.0.0.1:8080), ``priority``, ``instruction``, ``timeout`` (seconds per call,
-    retries included; ``None``: no limit) and ``batch_size`` (texts per request)."""
+    retries included; ``None``: no limit), ``batch_size`` (texts per request) and ``api_key``
+    (``None``: ``$SIE_API_KEY``; a ``SecretStr``, left out of serialization)."""
 
     model: str = Field(description="The SIE model id.")
     base_url: str = Field(default=None, validate_default=True, description="The SIE server.")
@@ -20,6 +21,7 @@ class SIEFields(BaseModel):
     instruction: str | None = Field(default=None, description="Query instruction (queries only).")
     timeout: float | None = Field(default=DEFAULT_TIMEOUT_S, description="Seconds per call.")
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1, description="Texts per request.")
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False, description="SIE API key.")
 
     _backend: SIEBackend | None = PrivateAttr(default=None)
 

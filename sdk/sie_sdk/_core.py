@@ -236,6 +236,7 @@ class ClientCore:
         wire: Wire = "msgpack",
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
     ) -> None:
         if wire not in CONTENT_TYPES:
             raise ValueError(f"wire must be 'msgpack' or 'json', not {wire!r}")
@@ -244,7 +245,8 @@ class ClientCore:
         self.priority = _check_priority(priority)
         self.wire: Wire = wire
         self.retry = retry if retry is not None else NO_RETRY
-        self.headers = dict(headers or {})
+        key = api_key or os.environ.get("SIE_API_KEY")
+        self.headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(headers or {})}
 
     def build_encode(
         self,

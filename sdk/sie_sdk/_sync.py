@@ -49,9 +49,10 @@ class SIEClient:
     each call's total budget in seconds, retries included (``None``: no limit); every
     method takes ``timeout=`` to override it. ``priority`` ("interactive" | "batch") is sent
     as ``X-SIE-Priority``. ``wire`` picks msgpack (default) or JSON bodies. ``retry`` says
-    which failed answers are retried (``None``: none). ``headers`` go with every request (e.g.
-    ``Authorization: Bearer ...`` for a gateway that requires a token). ``transport`` replaces
-    the network, e.g. with ``httpx.MockTransport`` in tests.
+    which failed answers are retried (``None``: none). ``api_key`` (default ``$SIE_API_KEY``) is
+    sent as ``Authorization: Bearer <key>`` to a server or gateway that requires keys.
+    ``headers`` go with every request (an ``Authorization`` there wins over ``api_key``).
+    ``transport`` replaces the network, e.g. with ``httpx.MockTransport`` in tests.
     """
 
     def __init__(
@@ -63,9 +64,12 @@ class SIEClient:
         wire: Wire = "msgpack",
         retry: RetryPolicy | None = DEFAULT_RETRY,
         headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._core = ClientCore(base_url, timeout=timeout, priority=priority, wire=wire, retry=retry, headers=headers)
+        self._core = ClientCore(
+            base_url, timeout=timeout, priority=priority, wire=wire, retry=retry, headers=headers, api_key=api_key
+        )
         self._http = httpx.Client(transport=transport, follow_redirects=False)
 
     @property

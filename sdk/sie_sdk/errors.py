@@ -11,7 +11,10 @@ one place where httpx transport exceptions become SDK exceptions.
         ├── RequestError            4xx
         │   ├── InvalidInputError
         │   │   └── PayloadTooLargeError   413
-        │   └── ModelNotFoundError
+        │   ├── ModelNotFoundError
+        │   ├── AuthenticationError     401: no API key sent
+        │   ├── PermissionDeniedError   403: a key the server does not accept
+        │   └── RateLimitedError        429: this key has too many items in flight
         └── ServerError             5xx
             ├── ModelLoadingError
             ├── ModelLoadFailedError
@@ -87,6 +90,18 @@ class ModelNotFoundError(RequestError):
     pass
 
 
+class AuthenticationError(RequestError):
+    """401: the server requires an API key (``api_key=`` or ``$SIE_API_KEY``)."""
+
+
+class PermissionDeniedError(RequestError):
+    """403: the key is not one the server accepts, or the route needs an admin key."""
+
+
+class RateLimitedError(RequestError):
+    """429: this key has as many items in flight as the server allows; see ``retry_after``."""
+
+
 class ServerError(APIError):
     """A 5xx: the server could not serve the request."""
 
@@ -120,6 +135,9 @@ ERROR_TABLE: dict[str, tuple[type[APIError], int]] = {
     "RESOURCE_EXHAUSTED": (ResourceExhaustedError, 503),
     "QUEUE_FULL": (QueueFullError, 503),
     "INFERENCE_ERROR": (InferenceError, 500),
+    "UNAUTHENTICATED": (AuthenticationError, 401),
+    "FORBIDDEN": (PermissionDeniedError, 403),
+    "RATE_LIMITED": (RateLimitedError, 429),
 }
 
 

@@ -13,7 +13,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from sie_server.api.app import create_api
-from sie_server.api.middleware import QueueOnly, RequestMetrics
+from sie_server.api.keys import Access
+from sie_server.api.middleware import ApiKeys, QueueOnly, RequestMetrics
+from sie_server.api.quota import with_quota
 from sie_server.catalog.loader import canonical_id, load_served
 from sie_server.cpu_features import detect
 from sie_server.device import device_kind, resolve_device
@@ -111,10 +113,12 @@ def create_app(settings: Settings) -> FastAPI:
         state.inference.close()
         await state.generation.stop()
 
-    app = create_api(state, title="SIE", lifespan=lifespan)
+    service, quota = with_quota(state, settings.max_queued_per_key)
+    app = create_api(service, title="SIE", lifespan=lifespan)
     app.state.sie = state
     app.add_middleware(RequestMetrics, recorder=state.requests)
     if settings.queue:
         state.queue_token = secrets.token_hex(16)
         app.add_middleware(QueueOnly, token=state.queue_token)
+    app.add_middleware(ApiKeys, access=Access.from_settings(settings), quota=quota, queue_token=state.queue_token)
     return app

@@ -40,6 +40,30 @@ class Cli:
     hidden: bool = False  # set in code only: neither flag nor variable
 
 
+def check_key(key: str) -> str:
+    """A key a client can send in ``Authorization: Bearer <key>``: printable ASCII, no spaces."""
+    if not key or "," in key or not all(33 <= ord(c) <= 126 for c in key):
+        raise ValueError("an API key is printable ASCII without spaces or commas")
+    return key
+
+
+def read_key_file(path: Path) -> tuple[str, ...]:
+    """The keys in ``path``, one a line; blank lines and lines starting with # are skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the key file {path}: {exc}") from None
+    keys = tuple(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
+    if not keys:
+        raise ValueError(f"the key file {path} has no keys")
+    for number, key in enumerate(keys, 1):
+        try:
+            check_key(key)
+        except ValueError as exc:
+            raise ValueError(f"key {number} in {path}: {exc}") from None
+    return keys
+
+
 class CatalogSettings(BaseModel):
     """What picks the models: the catalog folder and the ids served from it."""
 
@@ -61,6 +85,8 @@ class CommonSettings(CatalogSettings):
         **CatalogSettings.CLI,
         "verbose": Cli(short="-v"),
         "max_items_per_request": Cli(env="SIE_MAX_ITEMS"),
+        "api_keys": Cli(flag="--api-key", repeat=True),
+        "admin_keys": Cli(flag="--admin-key", repeat=True),
     }
 
     host: str = Field(default="127.0.0.1", description="bind address")
@@ -72,6 +98,33 @@ class CommonSettings(CatalogSettings):
     ack_wait_s: float = Field(
         default=30.0, gt=0, description="seconds JetStream waits for a worker's ack before redelivering"
     )
+    api_keys: tuple[str, ...] = Field(
+        default=(), description="bearer key callers must send to /v1/ and /v2/ routes, repeatable; unset: no keys"
+    )
+    api_key_file: Path | None = Field(
+        default=None, description="a file of API keys, one a line (# comments), read at start: keys stay out of ps"
+    )
+    admin_keys: tuple[str, ...] = Field(
+        default=(), description="bearer key for management routes (reload), repeatable; unset: any API key may"
+    )
+    metrics_need_key: bool = Field(default=False, description="/metrics needs an API key too")
+    max_queued_per_key: int | None = Field(
+        default=None, ge=1, description="items one key may have in flight (429 RATE_LIMITED past it); unset: no limit"
+    )
+
+    @field_validator("api_keys", "admin_keys", mode="after")
+    @classmethod
+    def _usable_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for key in value:
+            check_key(key)
+        return value
+
+    @field_validator("api_key_file", mode="after")
+    @classmethod
+    def _readable_key_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            read_key_file(value)
+        return value
 
 
 class Settings(CommonSettings):

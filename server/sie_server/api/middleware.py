@@ -9,8 +9,10 @@ from typing import Any, Protocol
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sie_server.api.errors import error_response
+from sie_server.api.keys import WORK_PREFIXES, Access
+from sie_server.api.quota import KeyQuota, open_ticket
 from sie_server.contract import headers as h
-from sie_server.errors import Forbidden, SIEError, Unauthenticated
+from sie_server.errors import Forbidden, SIEError
 
 
 class RequestRecorder(Protocol):
@@ -86,23 +88,36 @@ class QueueOnly(_Refuse):
         return Forbidden("this worker takes work from its queue only; send requests to the gateway")
 
 
-class BearerTokens(_Refuse):
-    """``Authorization: Bearer <token>`` on ``/v1/`` and ``/v2/`` routes, compared in constant time."""
+class ApiKeys:
+    """API and admin keys (``api/keys.py``) and, with a per-key limit, each work request's quota
+    ticket (``api/quota.py``), held until its whole answer is sent. A queue worker's own
+    in-process calls carry its queue token and pass without a key (the gateway checked it)."""
 
-    def __init__(self, app: ASGIApp, tokens: tuple[str, ...]):
-        super().__init__(app)
-        self.tokens = tuple(t.encode() for t in tokens)
+    def __init__(self, app: ASGIApp, access: Access, quota: KeyQuota | None = None, queue_token: str | None = None):
+        self.app = app
+        self.access = access
+        self.quota = quota
+        self.queue_token = queue_token.encode() if queue_token else None
 
-    def refusal(self, scope: Scope) -> SIEError | None:
-        if not self.tokens:
-            return None
-        header = dict(scope.get("headers", [])).get(h.AUTHORIZATION.encode(), b"")
-        if not header.lower().startswith(b"bearer "):
-            return Unauthenticated("send Authorization: Bearer <token>")
-        token = header[7:].strip()
-        if not any(hmac.compare_digest(token, t) for t in self.tokens):
-            return Forbidden("this token is not allowed")
-        return None
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", []))
+        if self.queue_token and hmac.compare_digest(headers.get(h.QUEUE_TOKEN.encode(), b""), self.queue_token):
+            await self.app(scope, receive, send)
+            return
+        verdict = self.access.check(scope["method"], scope["path"], headers)
+        if verdict.refusal is not None:
+            await error_response(verdict.refusal, scope["path"])(scope, receive, send)
+            return
+        if self.quota is None or scope["method"] != "POST" or not scope["path"].startswith(WORK_PREFIXES):
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        caller = verdict.caller or f"client-{client[0] if client else 'unknown'}"
+        with open_ticket(self.quota, caller):
+            await self.app(scope, receive, send)
 
 
 class HeadAsGet:

@@ -22,6 +22,13 @@ MODEL_ID = (
     "A catalog model id, e.g. `BAAI/bge-m3`. Ids contain a slash: send it as it is, not escaped "
     "(the route takes the rest of the path)."
 )
+KEY_ERRORS = (401, 403)  # with API keys set (api/keys.py)
+PER_KEY_LIMIT = 429  # with --max-queued-per-key (api/quota.py)
+ACCESS_NOTES = {
+    401: "the server requires `Authorization: Bearer <API key>` and none was sent",
+    403: "the key is not accepted (management routes take an admin key when one is set)",
+    429: "this key has `--max-queued-per-key` items in flight; `Retry-After` says when to try again",
+}
 _documented: dict[str, tuple[type[BaseModel], str]] = {}  # schema name -> (model, json schema mode)
 
 
@@ -59,9 +66,11 @@ def doc(
         )
         responses[200] = {"description": description, "content": content}
     envelope = OpenAIErrorEnvelope if openai else ErrorEnvelope
-    for status in (*errors, 500):
+    access = (*KEY_ERRORS, *((PER_KEY_LIMIT,) if body is not None else ()))  # work routes have a body
+    for status in (*errors, *access, 500):
+        when = f"; {ACCESS_NOTES[status]}" if status in ACCESS_NOTES else ""
         responses[status] = {
-            "description": f"error codes: {_codes(status)} (also in the `X-SIE-Error-Code` header)",
+            "description": f"error codes: {_codes(status)} (also in the `X-SIE-Error-Code` header){when}",
             "content": {"application/json": {"schema": _ref(envelope, "serialization")}},
         }
     extra: dict[str, Any] = {}

@@ -14,7 +14,9 @@ from fastapi.responses import Response
 
 from sie_server.api.app import create_api
 from sie_server.api.body import json_response
-from sie_server.api.middleware import BearerTokens, RequestMetrics
+from sie_server.api.keys import Access
+from sie_server.api.middleware import ApiKeys, RequestMetrics
+from sie_server.api.quota import with_quota
 from sie_server.cluster.gateway import Gateway, GatewaySettings
 from sie_server.cluster.gateway_service import GatewayService, NoWorkerYet
 from sie_server.contract import envelope
@@ -36,9 +38,10 @@ def create_gateway_app(settings: GatewaySettings) -> FastAPI:
         yield
         await gateway.stop()
 
-    app = create_api(service, title="SIE gateway", lifespan=lifespan)
+    guarded, quota = with_quota(service, settings.max_queued_per_key)
+    app = create_api(guarded, title="SIE gateway", lifespan=lifespan)
     app.state.gateway = gateway
     app.add_exception_handler(NoWorkerYet, _no_worker_yet)
     app.add_middleware(RequestMetrics, recorder=service)
-    app.add_middleware(BearerTokens, tokens=settings.auth_tokens)
+    app.add_middleware(ApiKeys, access=Access.from_settings(settings), quota=quota)
     return app

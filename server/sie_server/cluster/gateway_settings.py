@@ -19,7 +19,7 @@ class GatewaySettings(CommonSettings):
         "nats_url": Cli(flag="--nats", env="SIE_NATS"),
         "routes": Cli(flag="--route", repeat=True, no_env=True),
         "timeout_s": Cli(env="SIE_GATEWAY_TIMEOUT_S"),
-        "auth_tokens": Cli(no_flag=True),
+        "api_keys": Cli(flag="--api-key", repeat=True, also_env=("SIE_AUTH_TOKENS",)),  # the older name still works
         "loaded_catalog": Cli(hidden=True),
     }
 
@@ -37,9 +37,6 @@ class GatewaySettings(CommonSettings):
     hold_s: float = Field(default=30.0, ge=0, description="how long a request waits for a worker when none is up")
     timeout_s: float = Field(default=600.0, gt=0, description="how long a request waits for its replies")
     split_items: int = Field(default=32, ge=1, description="encode and extract requests go out in slices this big")
-    auth_tokens: tuple[str, ...] = Field(
-        default=(), description="comma-separated bearer tokens; unset: no authentication"
-    )
 
     @field_validator("routes", mode="before")
     @classmethod
@@ -55,6 +52,11 @@ class GatewaySettings(CommonSettings):
                 rule = (pattern, pool)
             routes.append(rule)
         return routes
+
+    @property
+    def auth_tokens(self) -> tuple[str, ...]:
+        """The API keys under the gateway's older name (``SIE_AUTH_TOKENS``)."""
+        return self.api_keys
 
     @property
     def catalog(self) -> Catalog:
