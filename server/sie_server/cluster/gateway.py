@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sie_server.cluster import streams
+from sie_server.cluster import nats_connection, streams
 from sie_server.cluster.gateway_settings import GatewaySettings as GatewaySettings  # re-exported
 from sie_server.cluster.streams import Reply
 from sie_server.contract.headers import PRIORITIES
@@ -85,9 +85,7 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        import nats
-
-        self.nc = await nats.connect(self.settings.nats_url, name="sie-gateway", max_reconnect_attempts=-1)
+        self.nc = await nats_connection.connect(self.settings.nats_url, name="sie-gateway")
         self.js = self.nc.jetstream()
         for pool in self.settings.pools:
             await streams.ensure_streams(self.js, pool, ack_wait_s=self.settings.ack_wait_s)

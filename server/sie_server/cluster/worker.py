@@ -25,7 +25,7 @@ import time
 import uuid
 from typing import Any
 
-from sie_server.cluster import streams
+from sie_server.cluster import nats_connection, streams
 from sie_server.cluster.asgi_call import call_app
 from sie_server.cluster.streams import Reply
 from sie_server.contract import envelope
@@ -68,9 +68,13 @@ class QueueWorker:
         self._interactive_backlog = False
 
     async def run(self) -> None:
-        import nats
+        state = self.app.state.sie
+        state.queue_connected = False  # /readyz is 503 until NATS answers, and whenever it is lost
 
-        self.nc = await nats.connect(self.nats_url, name=f"sie-worker-{self.id}", max_reconnect_attempts=-1)
+        def on_state(connected: bool) -> None:
+            state.queue_connected = connected
+
+        self.nc = await nats_connection.connect(self.nats_url, name=f"sie-worker-{self.id}", on_state=on_state)
         self.js = self.nc.jetstream()
         await streams.ensure_streams(self.js, self.pool, ack_wait_s=self.ack_wait_s)
         self.store = await streams.payload_store(self.js)
@@ -85,7 +89,7 @@ class QueueWorker:
                 subs.append((p, await self.js.pull_subscribe(where, durable, stream=name)))
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
         await self.nc.subscribe(streams.CONTROL_SUBJECT.format(pool=self.pool), cb=self._on_control)
-        log.info("worker %s pulling pool %s from %s", self.id, self.pool, self.nats_url)
+        log.info("worker %s pulling pool %s from %s", self.id, self.pool, nats_connection.redacted(self.nats_url))
         try:
             await asyncio.gather(*(self._pull(p, sub) for p, sub in subs))
         finally:
@@ -128,7 +132,8 @@ class QueueWorker:
             except TimeoutError:  # nothing waiting (nats raises asyncio's and its own TimeoutError)
                 got = []
             except Exception as exc:  # a reconnect in progress: keep pulling once it is back
-                log.warning("worker %s: fetching %s work failed: %r", self.id, priority, exc)
+                if self.nc.is_connected:  # while NATS is away, the client logs each reconnect attempt
+                    log.warning("worker %s: fetching %s work failed: %r", self.id, priority, exc)
                 await asyncio.sleep(1.0)
                 continue
             if priority == PRIORITIES[0]:
