@@ -198,3 +198,26 @@ def test_the_gateway_reads_sie_auth_tokens_as_its_keys() -> None:
     args = cli.build_parser({}).parse_args(["gateway", "--api-key", "new", "--admin-key", "root"])
     settings = read_settings(GatewaySettings, args, environ={})
     assert settings.api_keys == ("new",) and settings.admin_keys == ("root",)
+
+
+def test_ecosystem_adapters_pass_api_key_through(server: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sie_chroma import SIEEmbeddingFunction
+    from sie_integrations_base import SIEBackend
+    from sie_langchain import SIEEmbeddings
+    from sie_llamaindex import SIEEmbedding
+    from sie_qdrant import SIEVectorizer
+
+    monkeypatch.delenv("SIE_API_KEY", raising=False)
+    with pytest.raises(AuthenticationError):
+        SIEBackend(EMBEDDER, base_url=server.url).embed(["hello"])
+    assert len(SIEBackend(EMBEDDER, base_url=server.url, api_key="alpha").embed(["hello"])[0]) > 0
+    langchain = SIEEmbeddings(model=EMBEDDER, base_url=server.url, api_key="alpha")
+    assert len(langchain.embed_query("hello")) > 0
+    assert "alpha" not in repr(langchain) and "alpha" not in str(langchain.model_dump())  # a secret, not a setting
+    llama = SIEEmbedding(model=EMBEDDER, base_url=server.url, api_key="alpha")
+    assert len(llama.get_text_embedding("hello")) > 0 and "alpha" not in llama.to_json()
+    chroma = SIEEmbeddingFunction(EMBEDDER, server.url, api_key="from-file")
+    assert len(chroma(["hello"])[0]) > 0 and "from-file" not in str(chroma.get_config())
+    assert len(SIEVectorizer(EMBEDDER, base_url=server.url, api_key="alpha").embed_query("hello")) > 0
+    monkeypatch.setenv("SIE_API_KEY", "alpha")  # and the variable, read when the client is made
+    assert len(SIEEmbeddings(model=EMBEDDER, base_url=server.url).embed_query("hello")) > 0
