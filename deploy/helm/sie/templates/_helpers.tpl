@@ -79,6 +79,32 @@ interactive batch
 {{- end }}
 {{- end }}
 
+{{/* The Secret holding the NATS login (keys user and password); "" when there is no login. */}}
+{{- define "sie.natsAuthSecret" -}}
+{{- if .Values.natsAuth.existingSecret }}
+{{- .Values.natsAuth.existingSecret }}
+{{- else if .Values.natsAuth.user }}
+{{- printf "%s-nats-auth" .Release.Name }}
+{{- end }}
+{{- end }}
+
+{{/* SIE_NATS_USER and SIE_NATS_PASSWORD from that Secret, as container env entries (nothing without a login). */}}
+{{- define "sie.natsAuthEnv" -}}
+{{- $secret := include "sie.natsAuthSecret" . }}
+{{- if $secret }}
+- name: SIE_NATS_USER
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: user
+- name: SIE_NATS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: password
+{{- end }}
+{{- end }}
+
 {{- define "sie.natsMonitoringEndpoint" -}}
 {{- if .Values.nats.enabled }}
 {{- printf "%s.%s.svc.%s:%v" (include "sie.natsServiceName" .) .Release.Namespace .Values.clusterDomain (.Values.nats.config.monitor.port | default 8222) }}
