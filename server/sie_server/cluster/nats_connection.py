@@ -46,13 +46,15 @@ class ConnectionEvents:
     def __init__(self, who: str, on_state: Callable[[bool], None] | None = None):
         self.who = who
         self.on_state = on_state or (lambda connected: None)
+        self.client: Any = None  # set once connected
 
     async def error(self, exc: Exception) -> None:
         log.warning("%s: NATS: %s", self.who, describe(exc))
 
     async def disconnected(self) -> None:
-        log.warning("%s: lost the NATS connection; reconnecting every %gs", self.who, RECONNECT_WAIT_S)
         self.on_state(False)
+        if self.client is None or not self.client.is_closed:  # closing it ourselves is no loss
+            log.warning("%s: lost the NATS connection; reconnecting every %gs", self.who, RECONNECT_WAIT_S)
 
     async def reconnected(self) -> None:
         log.info("%s: NATS connection back", self.who)
@@ -78,5 +80,6 @@ async def connect(url: str, *, name: str, on_state: Callable[[bool], None] | Non
         closed_cb=events.closed,
         **credentials(os.environ),
     )
+    events.client = nc
     events.on_state(True)
     return nc
