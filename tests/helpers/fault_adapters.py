@@ -224,10 +224,23 @@ class PoisonLlamaCpp(LlamaCppAdapter):
         super().discard(batch)
 
 
+def hold_file() -> Path | None:
+    """While this file exists, PoisonEmbedding holds each batch it starts (so work queues behind it)."""
+    path = os.environ.get(FAULT_LOG)
+    return Path(path + ".hold") if path else None
+
+
 class PoisonEmbedding(EmbeddingAdapter):
-    """A batch that holds a text starting with POISON_ENCODE raises, whatever else it holds."""
+    """A batch that holds a text starting with POISON_ENCODE raises, whatever else it holds; a batch
+    started while hold_file() exists waits (up to 60 s) until it is removed."""
 
     def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
+        hold = hold_file()
+        if hold is not None and hold.exists():
+            record_fault("held", len(batch))
+            deadline = time.monotonic() + 60
+            while hold.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
         marker = self.tokenizer.encode(POISON_ENCODE, add_special_tokens=False).ids
         if any(starts_with(t.input_ids, marker, 1) for t in batch):
             record_fault("encode", len(batch))

@@ -17,7 +17,9 @@ import pytest
 
 from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
 from tests.helpers.fault_adapters import FAULT_LOG, POISON_ENCODE, POISON_NAN, POISON_PREFILL, POISON_STEP
+from tests.helpers.metrics import scrape
 from tests.helpers.server import ServerProcess
+from tests.helpers.wait import async_wait_until
 from tests.server.test_llamacpp import variant
 
 FAULTS = "tests.helpers.fault_adapters"
@@ -32,6 +34,10 @@ GOOD = ["hello world", "the invoice total", "acme corp"]
 class Poisoned:
     server: ServerProcess
     faults: Path
+
+    @property
+    def hold(self) -> Path:
+        return self.faults.with_name(self.faults.name + ".hold")  # fault_adapters.hold_file()
 
     def faults_seen(self, kind: str) -> list[int]:
         """The batch sizes at which an injected fault of this kind fired."""
@@ -48,10 +54,7 @@ def poisoned(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pa
     llama = variant(LLAMA, cpu={"max_batch_tokens": 1024}, max_sequence_length=1024)
     llama["adapter"] = f"{FAULTS}:PoisonLlamaCpp"
     write_config(catalog, llama)
-    embedder = tiny_embedder(EMBEDDER, tiny_models["embedder"])
-    # held up to 2 s for more work: requests sent together share one batch
-    embedder["profiles"] = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048, "max_batch_wait_ms": 2000}}
-    write_config(catalog, {**embedder, "adapter": f"{FAULTS}:PoisonEmbedding"})
+    write_config(catalog, {**tiny_embedder(EMBEDDER, tiny_models["embedder"]), "adapter": f"{FAULTS}:PoisonEmbedding"})
     logs = tmp_path_factory.mktemp("poison-logs")
     faults = logs / "faults.txt"
     proc = ServerProcess(
@@ -175,10 +178,34 @@ def test_an_encode_batch_that_fails_is_run_apart_and_only_the_poisoned_request_f
     expected = [np.array(i["dense"]["values"]) for i in reference.json()["items"]]
 
     async def together() -> list[httpx.Response]:
-        async with httpx.AsyncClient(timeout=60) as client:
-            calls = [client.post(url, json={"items": [{"text": t} for t in pair]}) for pair in texts]
-            calls.insert(1, client.post(url, json={"items": [{"text": f"{POISON_ENCODE} menu"}]}))
-            return list(await asyncio.gather(*calls))
+        """While a first request holds the model, the four queue behind it: they run as one batch."""
+        held = len(poisoned.faults_seen("held"))
+        poisoned.hold.touch()
+        try:
+            async with httpx.AsyncClient(timeout=60) as client:
+                blocker = asyncio.ensure_future(client.post(url, json={"items": [{"text": "occupy"}]}))
+                await async_wait_until(lambda: len(poisoned.faults_seen("held")) > held, message="never held")
+                calls = [client.post(url, json={"items": [{"text": t} for t in pair]}) for pair in texts]
+                calls.insert(1, client.post(url, json={"items": [{"text": f"{POISON_ENCODE} menu"}]}))
+                answers = asyncio.gather(*calls)
+                await async_wait_until(
+                    lambda: (
+                        scrape(
+                            poisoned.server.url,
+                            "sie_queue_items",
+                            absent_as_zero=True,
+                            model=EMBEDDER,
+                            priority="interactive",
+                        )
+                        == 7
+                    ),
+                    message="the four requests never queued",
+                )
+                poisoned.hold.unlink()
+                assert (await blocker).status_code == 200
+                return list(await answers)
+        finally:
+            poisoned.hold.unlink(missing_ok=True)
 
     before = len(poisoned.faults_seen("encode"))
     answers = asyncio.run(together())

@@ -171,10 +171,8 @@ class DecodeLoop:
         prompts = [s.prompt_ids for s in joining]
         try:
             self.batch, logits = await loop.run_in_executor(self.executor, _join, adapter, self.batch, prompts)
-        except Exception:
-            log.warning(
-                "prefill of %d sequences for %s failed; each alone", len(joining), self.config.id, exc_info=True
-            )
+        except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
+            log.warning("prefill of %d sequences for %s failed (%r); each alone", len(joining), self.config.id, exc)
             self.batch, outcomes = await loop.run_in_executor(
                 self.executor, isolation.prefill_apart, adapter, self.batch, prompts
             )
@@ -193,10 +191,8 @@ class DecodeLoop:
         positions = [s.position for s in self.active]
         try:
             logits = await loop.run_in_executor(self.executor, adapter.decode, self.batch, tokens, positions)
-        except Exception:
-            log.warning(
-                "decode step of %d sequences for %s failed; each alone", len(tokens), self.config.id, exc_info=True
-            )
+        except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
+            log.warning("decode step of %d sequences for %s failed (%r); each alone", len(tokens), self.config.id, exc)
             rows = [(s.prompt_ids + s.generated[:-1], s.generated[-1], s.position) for s in self.active]
             batch, self.batch = self.batch, None
             self.batch, outcomes = await loop.run_in_executor(
