@@ -35,12 +35,12 @@ def test_gateway_and_two_workers_answer_32_concurrent_clients(cluster_catalog: P
         texts = [f"text number {i}" for i in range(32)]
         answers = asyncio.run(encode_many(gateway.url, TINY, texts))
         assert [a.status_code for a in answers] == [200] * 32
-        refused = httpx.post(f"{workers[0].url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]})
+        refused = httpx.post(f"{workers[0].url}/v1/encode/{TINY}", json={"items": [{"text": "x"}]}, timeout=60)
         assert refused.status_code == 403 and "queue only" in refused.json()["detail"]["message"]
         reference = ServerProcess(cluster_catalog, "--offline", "--threads", "1").wait_ready()
         try:
             direct = httpx.post(
-                f"{reference.url}/v1/encode/{TINY}", json={"items": [{"text": t} for t in texts]}
+                f"{reference.url}/v1/encode/{TINY}", json={"items": [{"text": t} for t in texts]}, timeout=60
             ).json()
         finally:
             reference.stop()
@@ -55,7 +55,7 @@ def test_gateway_and_two_workers_answer_32_concurrent_clients(cluster_catalog: P
         many = [{"text": f"t{i}"} for i in range(70)]
         merged = httpx.post(f"{gateway.url}/v1/encode/{TINY}", json={"items": many}, timeout=120).json()
         assert [i["id"] for i in merged["items"]] == [f"item-{i}" for i in range(70)]
-        gw_metrics = httpx.get(f"{gateway.url}/metrics").text
+        gw_metrics = httpx.get(f"{gateway.url}/metrics", timeout=60).text
         assert 'sie_gateway_requests_total{status="ok",task="encode"} 33.0' in gw_metrics
     finally:
         gateway.stop()
