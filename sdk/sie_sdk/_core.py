@@ -83,6 +83,9 @@ DEFAULT_RETRY: Final = RetryPolicy()
 NO_RETRY: Final = RetryPolicy(retry_codes=frozenset())
 
 
+TIMEOUT_HEADER = "X-SIE-Timeout-Ms"
+
+
 @dataclass(frozen=True)
 class PreparedRequest(Generic[T]):
     """Everything one SDK call sends, plus how to read the answer."""
@@ -114,14 +117,18 @@ class RetryState:
         return None if self.deadline is None else self.deadline - self.clock()
 
     def next_request(self) -> httpx.Request:
-        """The next attempt, with the remaining time budget as its httpx timeout."""
+        """The next attempt, with the remaining time budget as its httpx timeout and, for a whole
+        (not streamed) answer, as ``X-SIE-Timeout-Ms``: the server drops the work once it passes."""
         remaining = self.remaining()
         if remaining is not None and remaining <= 0:
             raise SIETimeoutError(f"no time left for {self.prepared.method} {self.prepared.url}")
+        headers = self.prepared.headers
+        if remaining is not None and self.prepared.method == "POST" and not self.prepared.stream:
+            headers = {**headers, TIMEOUT_HEADER: str(max(1, int(remaining * 1000)))}
         return httpx.Request(
             self.prepared.method,
             self.prepared.url,
-            headers=self.prepared.headers,
+            headers=headers,
             content=self.prepared.content,
             extensions={"timeout": httpx.Timeout(remaining).as_dict()},
         )
