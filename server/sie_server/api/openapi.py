@@ -42,21 +42,29 @@ def _codes(status: int) -> str:
     return ", ".join(codes) if codes else "INVALID_INPUT"
 
 
+def _answer(answer: type[BaseModel] | tuple[type[BaseModel], ...]) -> dict[str, Any]:
+    if isinstance(answer, tuple):  # one of several shapes (a server's and a gateway's)
+        return {"anyOf": [_ref(model, "serialization") for model in answer]}
+    return _ref(answer, "serialization")
+
+
 def doc(
-    answer: type[BaseModel] | None = None,
+    answer: type[BaseModel] | tuple[type[BaseModel], ...] | None = None,
     *,
     body: type[BaseModel] | None = None,
     errors: tuple[int, ...] = (400, 404, 413, 502, 503, 504),
     stream: type[BaseModel] | None = None,
     openai: bool = False,
     msgpack: bool = True,
+    codes: dict[int, str] | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for a route decorator that document it."""
+    """Keyword arguments for a route decorator that document it; ``codes`` names a status's error
+    codes where they are not those ``ERROR_STATUS`` gives it."""
     responses: dict[int | str, dict[str, Any]] = {}
     if answer is not None:
-        content: dict[str, Any] = {"application/json": {"schema": _ref(answer, "serialization")}}
+        content: dict[str, Any] = {"application/json": {"schema": _answer(answer)}}
         if msgpack:
-            content["application/msgpack"] = {"schema": _ref(answer, "serialization")}
+            content["application/msgpack"] = {"schema": _answer(answer)}
         if stream is not None:
             content["text/event-stream"] = {"schema": _ref(stream, "serialization")}
         description = "the answer" + (
@@ -70,7 +78,8 @@ def doc(
     for status in (*errors, *access, 500):
         when = f"; {ACCESS_NOTES[status]}" if status in ACCESS_NOTES else ""
         responses[status] = {
-            "description": f"error codes: {_codes(status)} (also in the `X-SIE-Error-Code` header){when}",
+            "description": f"error codes: {(codes or {}).get(status) or _codes(status)} "
+            f"(also in the `X-SIE-Error-Code` header){when}",
             "content": {"application/json": {"schema": _ref(envelope, "serialization")}},
         }
     extra: dict[str, Any] = {}

@@ -1,5 +1,6 @@
 """Wire models of request bodies. Unknown fields are refused so typos get a clear 400 (the OpenAI
-and Cohere shapes accept the fields their clients send that this server ignores)."""
+and Cohere shapes accept the fields their clients send that this server ignores); values are
+validated strictly, so a body the OpenAPI spec's types refuse is refused."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import base64
 import binascii
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
 OutputType = Literal["dense", "sparse", "multivector"]
 OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
@@ -32,13 +33,23 @@ def _stops(value: str | list[str] | None) -> str | list[str] | None:
     return value
 
 
+def _whole(value: Any) -> Any:
+    """JSON's `5.0` is the integer 5 (as JSON Schema counts it); `5.5`, `"5"` and `true` are not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Whole = Annotated[int, BeforeValidator(_whole)]  # an integer field of a strict model
 Temperature = Annotated[float, AfterValidator(_temperature)]
 Stops = Annotated[str | list[str] | None, AfterValidator(_stops)]
-Seed = Annotated[int, Field(ge=-(2**63), lt=2**64)]
+Seed = Annotated[Whole, Field(ge=-(2**63), lt=2**64)]
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a number is a number, not a numeric string or a boolean (`"seed": false` or
+    # `"top_n": "3"` is a 400, as the OpenAPI spec's types say)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ImageIn(Wire):
@@ -97,7 +108,7 @@ class OpenAIEmbeddingsRequest(Wire):
     model: str
     input: str | list[str] = Field(min_length=1)
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(default=None, ge=1)
+    dimensions: Whole | None = Field(default=None, ge=1)
     user: str | None = None
 
 
@@ -111,12 +122,12 @@ class RerankRequest(Wire):
     model: str
     query: str
     documents: list[str | RerankDocument] = Field(min_length=1)
-    top_n: int | None = Field(default=None, ge=1)
+    top_n: Whole | None = Field(default=None, ge=1)
     return_documents: StrictBool = False
     # sent by Cohere's clients; accepted and not used
     rank_fields: list[str] | None = None
-    max_chunks_per_doc: int | None = Field(default=None, ge=1)
-    max_tokens_per_doc: int | None = Field(default=None, ge=1)
+    max_chunks_per_doc: Whole | None = Field(default=None, ge=1)
+    max_tokens_per_doc: Whole | None = Field(default=None, ge=1)
 
 
 class Message(Wire):
@@ -127,7 +138,7 @@ class Message(Wire):
 class GenerateRequest(Wire):
     prompt: str | None = None
     messages: list[Message] | None = Field(default=None, min_length=1)
-    max_new_tokens: int = Field(default=256, ge=1)
+    max_new_tokens: Whole = Field(default=256, ge=1)
     temperature: Temperature = Field(default=0.0, ge=0, le=5)
     top_p: float = Field(default=1.0, gt=0, le=1)
     stop: Stops = None
@@ -138,26 +149,26 @@ class GenerateRequest(Wire):
 class OpenAISampling(BaseModel):
     """What OpenAI's generation routes share; fields this server ignores (tools, logprobs, ...) are accepted."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     model: str
     temperature: Temperature = Field(default=1.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
     stop: Stops = None
     seed: Seed | None = None
     stream: StrictBool = False
-    n: int = Field(default=1, ge=1, le=1)
+    n: Whole = Field(default=1, ge=1, le=1)
 
 
 class ChatCompletionRequest(OpenAISampling):
     """OpenAI chat completions."""
 
     messages: list[Message] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: Whole | None = Field(default=None, ge=1)
+    max_completion_tokens: Whole | None = Field(default=None, ge=1)
 
 
 class CompletionRequest(OpenAISampling):
     """OpenAI (legacy) completions."""
 
     prompt: str
-    max_tokens: int = Field(default=16, ge=1)
+    max_tokens: Whole = Field(default=16, ge=1)

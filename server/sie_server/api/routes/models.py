@@ -8,9 +8,11 @@ from fastapi.responses import Response
 from sie_server.api.body import json_response
 from sie_server.api.context import MODEL, service
 from sie_server.api.openapi import doc
-from sie_server.contract.responses import MemoryReport, ModelInfo, ModelList, OpenAIModel
+from sie_server.contract.responses import GatewayModelInfo, MemoryReport, ModelInfo, ModelList, OpenAIModel
 
 router = APIRouter(tags=["models"])
+ONE_MODEL = (ModelInfo, GatewayModelInfo)  # a gateway adds where the model runs
+NO_MEMORY = {404: "INVALID_INPUT (a gateway holds no models: ask a worker)"}
 
 
 @router.get("/v1/models", **doc(ModelList, errors=(), msgpack=False))
@@ -20,19 +22,19 @@ async def list_models(request: Request) -> Response:
     return json_response(ModelList(data=data, models=infos, cpu=cpu))
 
 
-@router.get("/v1/memory", **doc(MemoryReport, errors=(), msgpack=False))
+@router.get("/v1/memory", **doc(MemoryReport, errors=(404,), msgpack=False, codes=NO_MEMORY))
 async def memory(request: Request) -> Response:
     return json_response(await service(request).memory())
 
 
-@router.post("/v1/models/{model:path}/reload", **doc(ModelInfo, errors=(404, 502, 503), msgpack=False))
+@router.post("/v1/models/{model:path}/reload", **doc(ONE_MODEL, errors=(404, 502, 503), msgpack=False))
 async def reload(request: Request, model: str = MODEL) -> Response:
     """Clear a failed load and load again (after fixing the weights, say)."""
     svc = service(request)
     return json_response(await svc.reload(svc.resolve(model)))
 
 
-@router.get("/v1/models/{model:path}", **doc(ModelInfo, errors=(404,), msgpack=False))
+@router.get("/v1/models/{model:path}", **doc(ONE_MODEL, errors=(404,), msgpack=False))
 async def get_model(request: Request, model: str = MODEL) -> Response:
     svc = service(request)
     return json_response(await svc.model(svc.resolve(model)))
