@@ -57,6 +57,13 @@ def test_sample_greedy_rows_take_the_argmax_and_top_p_keeps_the_head() -> None:
     assert sample(logits, rows) == [1, 0, 2]  # top_p 0.01 leaves only the most likely token
 
 
+def test_sample_a_top_p_below_the_dtypes_smallest_number_keeps_the_most_likely_token() -> None:
+    # 5e-324 is 0 in float32: the nucleus must still hold the head (found by tests/server/test_fuzz.py)
+    logits = torch.tensor([[0.0, 0.0, 9.0, 8.9], [1.0, 0.0, 0.0, 0.0]])
+    rows = [row(temperature=1.0, top_p=5e-324), row(temperature=2.0, top_p=1e-300, seed=3)]
+    assert sample(logits, rows) == [2, 0]
+
+
 def test_sample_seeded_rows_repeat_whatever_else_is_in_the_batch() -> None:
     logits = torch.zeros(4, 1000)  # uniform: every draw is up to the generator
     alone = sample(logits[:1], [row(temperature=1.0, seed=11)])

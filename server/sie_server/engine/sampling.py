@@ -42,6 +42,7 @@ def sample(logits: torch.Tensor, rows: Sequence[Row]) -> list[int]:
         if bool((top_p < 1.0).any()):
             ordered, order = torch.sort(probs, dim=-1, descending=True)
             drop = ordered.cumsum(-1) - ordered >= top_p.unsqueeze(1)
+            drop[:, 0] = False  # the nucleus holds the head even when top_p is 0 in this dtype (5e-324)
             probs = probs.scatter(-1, order, ordered.masked_fill(drop, 0.0))
         if not bool(torch.isfinite(probs).all()):
             raise ValueError("probabilities are not finite")
