@@ -34,6 +34,8 @@ def parse_config_file(path: Path) -> ModelConfig:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:  # removed or rewritten while being read, or not text
+        raise CatalogError(f"{path}: cannot be read: {exc}") from exc
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a mapping at the top level")
     try:
@@ -43,6 +45,17 @@ def parse_config_file(path: Path) -> ModelConfig:
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
         )
         raise CatalogError(f"{path}: {problems}") from exc
+
+
+def _listing(folder: Path) -> dict[Path, int]:
+    """The folder's YAML files and their modification times (a file removed while listing is left out)."""
+    listing: dict[Path, int] = {}
+    for path in sorted(folder.glob("*.y*ml")):
+        try:
+            listing[path] = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            continue
+    return listing
 
 
 def canonical_id(model_id: str) -> str:
@@ -57,7 +70,9 @@ class Catalog:
 
     ``get`` and ``list`` re-read the folder when its files changed (at most once per
     ``rescan_interval_s``), so dropping a YAML file into the folder serves a new model
-    without a restart.
+    without a restart. A file that was valid and is now broken keeps its last good config
+    serving (``error_for`` says why it is stale); a deleted file stops new requests for its
+    model (work already queued holds its config and finishes).
     """
 
     def __init__(self, folder: Path, served: set[str] | None = None, rescan_interval_s: float = 1.0):
@@ -79,7 +94,7 @@ class Catalog:
             if not force and now - self._last_scan < self.rescan_interval_s:
                 return
             self._last_scan = now
-            listing = {p: p.stat().st_mtime_ns for p in sorted(self.folder.glob("*.y*ml"))}
+            listing = _listing(self.folder)
             if listing == self._listing:
                 return
             self._listing = listing
@@ -91,8 +106,11 @@ class Catalog:
                 try:
                     config = old.config if old and old.mtime_ns == mtime else parse_config_file(path)
                 except CatalogError as exc:
-                    errors[path] = str(exc)
-                    continue
+                    if old is None:
+                        errors[path] = str(exc)
+                        continue
+                    errors[path] = f"{exc} (the last good config of {old.config.id} serves until the file is fixed)"
+                    config, mtime = old.config, old.mtime_ns
                 if self.served is not None and config.id not in self.served:
                     continue
                 if config.id in entries:
@@ -106,12 +124,14 @@ class Catalog:
             self.errors = errors
 
     def get(self, model_id: str) -> ModelConfig | None:
-        model_id = canonical_id(model_id)
-        entry = self._entries.get(model_id)
-        if entry is None:
-            self.rescan()
-            entry = self._entries.get(model_id)
+        self.rescan()  # rate-limited: a deleted or changed file is seen within rescan_interval_s
+        entry = self._entries.get(canonical_id(model_id))
         return entry.config if entry else None
+
+    def error_for(self, model_id: str) -> str | None:
+        """Why the model's config file is not what serves (broken since its config was read), or None."""
+        entry = self._entries.get(canonical_id(model_id))
+        return self.errors.get(entry.path) if entry else None
 
     def entry(self, model_id: str) -> Entry | None:
         return self._entries.get(canonical_id(model_id))

@@ -206,7 +206,7 @@ class EngineFrontDoor:
         return LocalStream(model.id, seq, self.generation)
 
     def model_info(self, model: ModelConfig) -> ModelInfo:
-        return model_info(model, self.pool)
+        return model_info(model, self.pool, catalog_error=self.catalog.error_for(model.id))
 
     async def models(self) -> tuple[list[ModelInfo], dict[str, object] | None]:
         return [self.model_info(c) for c in self.catalog.list()], detect().as_dict()

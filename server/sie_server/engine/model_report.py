@@ -11,10 +11,13 @@ from sie_server.contract.responses import MemoryReport, ModelInfo, ModelMemory, 
 from sie_server.memory.pool import ModelPool, ModelState
 
 
-def model_info(config: ModelConfig, pool: ModelPool) -> ModelInfo:
+def model_info(config: ModelConfig, pool: ModelPool, *, catalog_error: str | None = None) -> ModelInfo:
+    """``catalog_error``: why the model's config file is not the config that serves (it broke after
+    being read); shown as ``last_error`` unless a load error is more recent news."""
     slot = pool.peek(config.id)
     live = slot if slot is not None and slot.config == config else None
     info = catalog_info(config)
+    info.last_error = catalog_error
     profile = pool.profile(config)
     info.profile = {"device": pool.device_kind, **profile.model_dump()}
     allowed = profile.cpu_precision if pool.device_kind == "cpu" else [fixed_report(profile, "cuda").running]
@@ -29,7 +32,7 @@ def model_info(config: ModelConfig, pool: ModelPool) -> ModelInfo:
     info.resident_bytes = live.resident_bytes if loaded else 0
     info.charge_bytes = live.charge
     info.weights_source = live.weights_source or info.weights_source
-    info.last_error = live.error
+    info.last_error = live.error or catalog_error
     info.load_seconds = live.load_seconds
     if live.adapter is not None:
         info.backend = live.adapter.backend
