@@ -61,6 +61,17 @@ def available_bytes(device: str) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 
+#: what a load must leave free in RAM (CPU) beyond its own estimate, so it does not push the machine
+#: into swap or the OOM killer
+FREE_MARGIN_BYTES = 512 * 2**20
+
+
+def exceeds_free_memory(need: int, free: int, margin: int = FREE_MARGIN_BYTES) -> bool:
+    """Whether ``need`` more bytes would eat into the last ``margin`` bytes of what is really free,
+    whatever the budget says (a budget set above the machine's memory, or others using it)."""
+    return need > free - margin
+
+
 @dataclass(frozen=True)
 class Resident:
     model_id: str

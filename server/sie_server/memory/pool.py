@@ -18,7 +18,7 @@ from sie_server.adapters.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.weights import WeightsLocation, resolve
 from sie_server.catalog.schema import CpuPrecision, ModelConfig, Profile
 from sie_server.errors import ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
-from sie_server.memory.budget import Resident, eviction_plan
+from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_bytes, eviction_plan, exceeds_free_memory
 from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
 from sie_server.memory.heap import freeze_long_lived, thawed
 from sie_server.observability.metrics import Metrics
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 AdapterFactory = Callable[[ModelConfig, Profile, str], ModelAdapter]
 LOADING_RETRY_AFTER_S = 2.0
 BUSY_RETRY_AFTER_S = 1.0
+PRESSURE_RETRY_AFTER_S = 5.0
 
 
 class ModelState(StrEnum):
@@ -165,7 +166,12 @@ class ModelPool:
             slot.weights_source = location.source
             estimate, reserve = await asyncio.to_thread(self._estimate, location, config, profile)
             slot.resident_bytes, slot.reserve_bytes = 0, 0  # not counted while planning its own room
-            self._make_room(config, estimate + reserve)
+            need = estimate + reserve
+            if need <= self.budget_bytes:  # (beyond the whole budget, _make_room says that)
+                reclaimable = sum(s.charge for s in self._slots.values() if self._evictable(s))
+                self._check_free_memory(config, need, reclaimable)  # hopeless: evict nothing for it
+            self._make_room(config, need)
+            self._check_free_memory(config, need)
             slot.resident_bytes, slot.reserve_bytes = estimate, reserve  # reserved while loading
             adapter = await asyncio.to_thread(self._load_blocking, location, config, profile)
         except ResourceExhausted as exc:  # not a broken model: try again when memory frees up
@@ -253,6 +259,23 @@ class ModelPool:
             )
         for model_id in plan:
             self.evict(model_id, "lru")
+
+    def _check_free_memory(self, config: ModelConfig, need: int, reclaimable: int = 0) -> None:
+        """Refuse a load that the budget allows but the machine's free RAM (plus ``reclaimable``: what
+        evicting would give back) does not (CPU only: on a GPU the budget is taken from free device
+        memory at start, and the load's own OOM is caught)."""
+        if self.device_kind != "cpu":
+            return
+        free = available_bytes(self.device) + reclaimable
+        if exceeds_free_memory(need, free):
+            raise ResourceExhausted(
+                f"model {config.id} needs about {_mib(need)} but only {_mib(free)} of memory is available on "
+                f"this machine (MemAvailable and what evicting idle models frees, keeping "
+                f"{_mib(FREE_MARGIN_BYTES)} free), although the memory budget of {_mib(self.budget_bytes)} has "
+                "room; not loading it, which would swap or be killed for memory. Free memory or lower "
+                "--memory-budget; retry later",
+                retry_after=PRESSURE_RETRY_AFTER_S,
+            )
 
     def _evictable(self, slot: Slot) -> bool:
         return (
