@@ -51,6 +51,9 @@ def serve(settings: Settings) -> int:
     logging.basicConfig(level=logging.DEBUG if settings.verbose else logging.INFO, format=LOG_FORMAT)
     if settings.offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
+    from sie_server.memory.heap import bound_shape_caches
+
+    bound_shape_caches()  # before any batch runs: oneDNN's per-shape caches would grow with every batch shape
     import torch
 
     from sie_server.serving import run
