@@ -39,6 +39,7 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_gateway_pending_items", GAUGE, ("pool", "priority")),
     ("sie_gateway_workers", GAUGE, ("pool",)),
     ("sie_gateway_payloads_by_reference_total", COUNTER, ("direction",)),
+    ("sie_gateway_replies_dropped_total", COUNTER, ("reason",)),
 ]
 
 GATEWAY_PREFIX = "sie_gateway_"

@@ -8,6 +8,12 @@ reference through the payload object store. When some live workers of the pool h
 model and others do not, the work goes to the least busy holder's own subject (and back
 to the shared one if that worker stops heartbeating before it answers). The gateway holds
 no model, and exports the pending work per stream as a metric to scale on.
+
+Across a lost NATS connection: a call waiting for its answer fails with 503 QUEUE_FULL and
+Retry-After once the connection has been away for ``RECONNECT_GRACE_S``; when it comes back
+sooner, each call still unanswered watches its work message, and if a worker took it (it is
+gone from the stream) but the answer was lost with the connection, sends it again. The first
+answer to a call wins; any later one (a redelivery, a resend) is dropped and counted.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import json
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +43,9 @@ WORKER_TTL_S = 6.0
 PUBLISH_TRIES = 3
 PUBLISH_TIMEOUT_S = 2.0  # per try; a retry carries the same message id, so JetStream keeps one copy
 BUSY_INFLIGHT = 192  # a holder with this much work in hand is not preferred
+RECONNECT_GRACE_S = 10.0  # calls waiting while NATS is away this long fail with 503 + Retry-After
+REPLY_GRACE_S = 2.0  # taken work whose answer has not come this long after is sent again
+RECENT_ANSWERS = 65536  # answered calls remembered, to tell a duplicate answer from a late one
 
 
 class GatewayMetrics:
@@ -47,6 +57,8 @@ class GatewayMetrics:
         self.workers = Gauge("sie_gateway_workers", "Live workers seen", ["pool"], registry=r)
         self.by_reference = Counter("sie_gateway_payloads_by_reference", "Bodies sent via the object store",
                                     ["direction"], registry=r)  # fmt: skip
+        self.dropped = Counter("sie_gateway_replies_dropped", "Replies not passed on: a call's second answer "
+                               "(duplicate) or one for a call given up (late)", ["reason"], registry=r)  # fmt: skip
 
 
 @dataclass
@@ -61,6 +73,11 @@ class Call:
     target: str = ""  # the worker it was sent to, if it went to one worker
     replies: asyncio.Queue[Reply] = field(default_factory=asyncio.Queue)
     body_ref: str = ""
+    msg_id: str = ""  # the last published work message: its id and stream sequence
+    seq: int = 0
+    answered: bool = False  # a reply has arrived
+    in_doubt: bool = False  # unanswered across a lost connection: its answer may have been lost
+    gone_since: float | None = None  # in doubt, and its work message was seen taken at this time
 
 
 @dataclass
@@ -83,9 +100,11 @@ class Gateway:
         self.calls: dict[str, Call] = {}
         self.workers: dict[str, WorkerSeen] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._lost_at: float | None = None  # when the NATS connection went, while it is away
+        self._answered: OrderedDict[str, None] = OrderedDict()  # reply subjects of recent answered calls
 
     async def start(self) -> None:
-        self.nc = await nats_connection.connect(self.settings.nats_url, name="sie-gateway")
+        self.nc = await nats_connection.connect(self.settings.nats_url, name="sie-gateway", on_state=self._on_state)
         self.js = self.nc.jetstream()
         for pool in self.settings.pools:
             await streams.ensure_streams(self.js, pool, ack_wait_s=self.settings.ack_wait_s)
@@ -102,10 +121,37 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await self.nc.drain()
 
+    def _on_state(self, connected: bool) -> None:
+        if not connected:
+            self._lost_at = self._lost_at or time.monotonic()
+            return
+        if self._lost_at is None:
+            return
+        self._lost_at = None
+        for call in self.calls.values():
+            call.in_doubt = call.in_doubt or not call.answered
+        self._tasks.append(asyncio.get_running_loop().create_task(self._restore()))
+
+    async def _restore(self) -> None:
+        """The streams again, after a reconnect: a NATS that restarted without its store lost them."""
+        try:
+            for pool in self.settings.pools:
+                await streams.ensure_streams(self.js, pool, ack_wait_s=self.settings.ack_wait_s)
+        except Exception as exc:
+            log.warning("gateway: could not check the streams after a reconnect: %s", nats_connection.describe(exc))
+
+    def _check_connection(self) -> None:
+        if self._lost_at is not None and time.monotonic() - self._lost_at > RECONNECT_GRACE_S:
+            raise QueueFull(f"the gateway lost its connection to the work queue (NATS) over {RECONNECT_GRACE_S:.0f}s "
+                            "ago; retry shortly", retry_after=5)  # fmt: skip
+
     async def _on_reply(self, msg: Any) -> None:
         call = self.calls.get(msg.subject)
-        if call is not None:
-            call.replies.put_nowait(Reply.unpack(msg.data))
+        if call is None:
+            self.metrics.dropped.labels("duplicate" if msg.subject in self._answered else "late").inc()
+            return
+        call.answered = True
+        call.replies.put_nowait(Reply.unpack(msg.data))
 
     async def _on_heartbeat(self, msg: Any) -> None:
         beat = json.loads(msg.data)
@@ -166,7 +212,11 @@ class Gateway:
         call.body = body
         if not streams.fits(self.nc, len(body)):
             call.body_ref = f"request-{token}"
-            await streams.put_payload(self.nc, self.store, call.body_ref, body)
+            try:
+                await streams.put_payload(self.nc, self.store, call.body_ref, body)
+            except Exception as exc:  # NATS away, or the store full
+                log.warning("storing a request body failed: %s", nats_connection.describe(exc))
+                raise QueueFull("the work queue did not take the request; retry shortly", retry_after=2) from None
             call.headers[streams.BODY_REF], call.body = call.body_ref, b""
             self.metrics.by_reference.labels("request").inc()
         self.calls[call.reply_to] = call
@@ -182,7 +232,8 @@ class Gateway:
         where = streams.subject(call.pool, call.priority, call.target or None)
         for attempt in range(PUBLISH_TRIES):
             try:
-                await self.js.publish(where, call.body, headers=headers, timeout=PUBLISH_TIMEOUT_S)
+                ack = await self.js.publish(where, call.body, headers=headers, timeout=PUBLISH_TIMEOUT_S)
+                call.msg_id, call.seq = msg_id, int(ack.seq)
                 return
             except Exception as exc:  # a publish ack that did not come back in time, a reconnect
                 log.warning("publish to %s failed (attempt %d): %r", where, attempt + 1, exc)
@@ -198,6 +249,7 @@ class Gateway:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise InferenceError(f"no worker answered within {wait:.0f}s; retry later", status=504)
+            self._check_connection()
             try:
                 reply = await asyncio.wait_for(call.replies.get(), min(left, 1.0))
                 call.target = ""  # a worker is answering: nothing to send elsewhere any more
@@ -207,15 +259,52 @@ class Gateway:
                     log.warning("worker %s went away before taking work; sending it to the pool", call.target)
                     call.target = ""
                     await self._publish(call, uuid.uuid4().hex)
+                elif call.in_doubt:
+                    await self._recover(call)
         if reply.ref:
-            reply.body = (await self.store.get(reply.ref)).data
+            try:
+                reply.body = (await self.store.get(reply.ref)).data
+            except Exception as exc:
+                log.warning("fetching a reply body failed: %s", nats_connection.describe(exc))
+                raise QueueFull("the answer could not be fetched from the work queue; retry", retry_after=2) from None
             with contextlib.suppress(Exception):
                 await self.store.delete(reply.ref)
             self.metrics.by_reference.labels("reply").inc()
         return reply
 
+    async def _recover(self, call: Call) -> None:
+        """A call unanswered across a lost connection: once its work message has been taken (it
+        is gone from the stream) and no answer came within ``REPLY_GRACE_S``, send it again."""
+        if self._lost_at is not None or not await self._work_taken(call):
+            call.gone_since = None
+            return
+        now = time.monotonic()
+        if call.gone_since is None:
+            call.gone_since = now
+        elif now - call.gone_since >= REPLY_GRACE_S:
+            log.warning("work on %s was taken but its answer was lost with the NATS connection; sending it again",
+                        call.pool)  # fmt: skip
+            call.in_doubt, call.gone_since = False, None
+            await self._publish(call, uuid.uuid4().hex)
+
+    async def _work_taken(self, call: Call) -> bool:
+        """Whether the call's work message has left its stream (acknowledged by a worker, or lost)."""
+        from nats.js.errors import NotFoundError
+
+        try:
+            msg = await self.js.get_msg(streams.stream_name(call.pool, call.priority), call.seq)
+        except NotFoundError:
+            return True
+        except Exception:  # unknown for now (a timeout): ask again later
+            return False
+        return (msg.headers or {}).get(streams.MSG_ID) != call.msg_id  # the sequence now holds another message
+
     async def close(self, call: Call) -> None:
         self.calls.pop(call.reply_to, None)
+        if call.answered:
+            self._answered[call.reply_to] = None
+            if len(self._answered) > RECENT_ANSWERS:
+                self._answered.popitem(last=False)
         if call.body_ref:
             with contextlib.suppress(Exception):
                 await self.store.delete(call.body_ref)
@@ -254,8 +343,9 @@ class Gateway:
                         continue
                     finished = True
                     raise InferenceError("the worker streaming this answer stopped") from None
-                if reply.worker != first.worker:
-                    continue  # a late duplicate from another worker
+                if reply.source != first.source:
+                    self.metrics.dropped.labels("duplicate").inc()
+                    continue  # another worker's (or another delivery's) answer to the same call
                 finished = not reply.more
                 yield reply.body
                 if finished:

@@ -11,6 +11,7 @@ carries its name instead.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ import msgpack
 
 from sie_server.contract.headers import PRIORITIES
 
+log = logging.getLogger(__name__)
 CONSUMER = "workers"
 HEARTBEAT_SUBJECT = "sie.workers.{pool}"
 CONTROL_SUBJECT = "sie.control.{pool}"  # requests to every worker of a pool (reload a model)
@@ -50,10 +52,11 @@ class Reply:
     more: bool = False
     worker: str = ""
     ref: str = ""  # the body is this object in PAYLOAD_BUCKET
+    attempt: str = ""  # one delivery's handling: a redelivered message answers under another
 
     def pack(self) -> bytes:
         fields = {"status": self.status, "headers": self.headers, "body": self.body, "more": self.more,
-                  "worker": self.worker, "ref": self.ref}  # fmt: skip
+                  "worker": self.worker, "ref": self.ref, "attempt": self.attempt}  # fmt: skip
         packed: bytes = msgpack.packb(fields, use_bin_type=True)
         return packed
 
@@ -61,7 +64,12 @@ class Reply:
     def unpack(cls, data: bytes) -> Reply:
         m = msgpack.unpackb(data, raw=False)
         return cls(int(m["status"]), dict(m["headers"]), bytes(m["body"]), bool(m.get("more", False)),
-                   str(m.get("worker", "")), str(m.get("ref", "")))  # fmt: skip
+                   str(m.get("worker", "")), str(m.get("ref", "")), str(m.get("attempt", "")))  # fmt: skip
+
+    @property
+    def source(self) -> tuple[str, str]:
+        """Who produced it: the worker and its attempt (parts of one streamed answer share it)."""
+        return self.worker, self.attempt
 
 
 def cancel_subject(reply_to: str) -> str:
@@ -108,18 +116,25 @@ async def put_payload(nc: Any, store: Any, name: str, data: bytes) -> None:
 
 
 async def ensure_streams(js: Any, pool: str, *, ack_wait_s: float) -> None:
-    """Create (or keep) the pool's streams and shared consumers; safe to call from every process."""
-    from nats.js.api import RetentionPolicy, StreamConfig
+    """Create (or keep) the pool's streams and shared consumers; safe to call from every process,
+    and again after a reconnect (a NATS that restarted without its store has lost them). The
+    streams keep their work on file, so work JetStream acknowledged survives a NATS restart."""
+    from nats.js.api import RetentionPolicy, StorageType, StreamConfig
     from nats.js.errors import BadRequestError
 
     for priority in PRIORITIES:
         name = stream_name(pool, priority)
         config = StreamConfig(name=name, subjects=[f"sie.work.{pool}.{priority}.>"],
                               retention=RetentionPolicy.WORK_QUEUE, max_age=WORK_MAX_AGE_S,
-                              duplicate_window=120.0)  # fmt: skip
+                              duplicate_window=120.0, storage=StorageType.FILE)  # fmt: skip
         try:
             await js.add_stream(config)
         except BadRequestError:
+            storage = (await js.stream_info(name)).config.storage
+            if storage != StorageType.FILE:  # the storage of a stream cannot change: keep it, and say so
+                log.warning("stream %s keeps its work in memory: work queued there is lost if NATS restarts; "
+                            "delete the stream to have it made again on file", name)  # fmt: skip
+                config.storage = storage
             await js.update_stream(config)
         with contextlib.suppress(BadRequestError):
             await js.add_consumer(name, _consumer(CONSUMER, subject(pool, priority), ack_wait_s))

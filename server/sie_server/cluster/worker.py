@@ -11,6 +11,12 @@ load the model keeps the message in progress while it loads (a nak per retry wou
 as a delivery, and a slow load would dead-letter its requests). The worker acks after the
 reply is published (a streamed answer: after its first part), and after ``max_deliver``
 attempts answers the caller with an error and parks the message in the dead-letter stream.
+
+A worker that loses NATS mid-work finishes it: its answer and ack wait in the client's buffer
+and go out when the connection is back (if the buffer is full, or the connection closed, the
+message stays unacked and is redelivered). Each handling of a delivery answers under its own
+``attempt``, so the gateway keeps the first answer to a call and drops any other. After a
+reconnect the worker makes sure its streams and consumers still exist.
 """
 
 from __future__ import annotations
@@ -66,12 +72,15 @@ class QueueWorker:
         self.store: Any = None
         self._last_beat: dict[str, str] = {}
         self._interactive_backlog = False
+        self._restoring: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         state = self.app.state.sie
         state.queue_connected = False  # /readyz is 503 until NATS answers, and whenever it is lost
 
         def on_state(connected: bool) -> None:
+            if connected and not state.queue_connected and self.js is not None:  # back after a loss
+                self._restoring = asyncio.get_running_loop().create_task(self._restore())
             state.queue_connected = connected
 
         self.nc = await nats_connection.connect(self.nats_url, name=f"sie-worker-{self.id}", on_state=on_state)
@@ -99,6 +108,15 @@ class QueueWorker:
                 await asyncio.gather(*running, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self.nc.close()  # unacked work goes back to the stream for other workers
+
+    async def _restore(self) -> None:
+        """The pool's streams and this worker's consumers again (a NATS restarted without its store lost them)."""
+        try:
+            await streams.ensure_streams(self.js, self.pool, ack_wait_s=self.ack_wait_s)
+            await streams.ensure_own_consumers(self.js, self.pool, self.id, ack_wait_s=self.ack_wait_s)
+        except Exception as exc:
+            log.warning("worker %s: could not check the streams after a reconnect: %s", self.id,
+                        nats_connection.describe(exc))  # fmt: skip
 
     def stop(self) -> None:
         self._stopping.set()
@@ -158,13 +176,18 @@ class QueueWorker:
         if delivered > self.max_deliver:
             await self._dead_letter(msg, delivered)
             return
+        from nats.errors import Error as NatsError
+
         keepalive = asyncio.get_running_loop().create_task(self._keep_alive(msg))
         try:
-            await self._answer(msg, headers)
+            await self._answer(msg, headers, uuid.uuid4().hex[:12])
+        except NatsError as exc:  # the answer could not go out: unacked, the work is redelivered
+            log.warning("worker %s: could not answer (%s); the work will be redelivered", self.id,
+                        nats_connection.describe(exc))  # fmt: skip
         finally:
             keepalive.cancel()
 
-    async def _answer(self, msg: Any, headers: dict[str, str]) -> None:
+    async def _answer(self, msg: Any, headers: dict[str, str], attempt: str) -> None:
         body = msg.data
         if streams.BODY_REF in headers:
             body = (await self.store.get(headers[streams.BODY_REF])).data
@@ -182,7 +205,8 @@ class QueueWorker:
         kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
         reply_to = headers[streams.REPLY_TO]
         if not response.headers.get(h.CONTENT_TYPE, "").startswith(SSE):
-            await self._reply(reply_to, Reply(response.status, kept, await response.read(), worker=self.id))
+            await self._reply(reply_to, Reply(response.status, kept, await response.read(), worker=self.id,
+                                              attempt=attempt))  # fmt: skip
             await msg.ack()
             return
         left = asyncio.Event()
@@ -196,12 +220,13 @@ class QueueWorker:
             async for part in response.parts:
                 if left.is_set():  # the caller left: stop generating (the app sees its client go)
                     break
-                await self._reply(reply_to, Reply(response.status, kept, part, more=True, worker=self.id))
+                await self._reply(reply_to, Reply(response.status, kept, part, more=True, worker=self.id,
+                                                  attempt=attempt))  # fmt: skip
                 if not acked:  # the caller has part of the answer now: redoing it elsewhere would repeat it
                     await msg.ack()
                     acked = True
             else:
-                await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id))
+                await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id, attempt=attempt))
         finally:
             await response.parts.aclose()
             await cancel.unsubscribe()
@@ -232,7 +257,8 @@ class QueueWorker:
     async def _keep_alive(self, msg: Any) -> None:
         while True:
             await asyncio.sleep(self.ack_wait_s / 3)
-            await msg.in_progress()
+            with contextlib.suppress(Exception):  # NATS away: the work may be redelivered, its answer deduplicated
+                await msg.in_progress()
 
     async def _heartbeat(self) -> None:
         while True:
