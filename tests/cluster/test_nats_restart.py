@@ -131,3 +131,35 @@ def test_a_worker_cut_off_mid_work_gives_each_caller_exactly_one_answer(
     finally:
         relay.close()
     _clean(*logs)
+
+
+def test_requests_in_flight_while_nats_stays_away_get_503_with_retry_after(
+    cluster_catalog: Path, nats: Nats, tmp_path: Path
+) -> None:
+    logs = tmp_path / "w.log", tmp_path / "gw.log"
+    w = worker(cluster_catalog, nats.url, logs[0], "--preload", SLOW)
+    with running(w, Gateway(cluster_catalog, nats.url, log=logs[1])) as (_, gateway):
+
+        async def scenario() -> tuple[list[httpx.Response], float]:
+            async with httpx.AsyncClient(base_url=gateway.url, timeout=BOUND_S) as client:
+                calls = _post_all(client, [_body(f"a{k}", 64) for k in range(6)])
+                await async_wait_until(
+                    lambda: scrape(w.url, "sie_batch_items_count", model=SLOW, absent_as_zero=True) >= 1,
+                    timeout=60, message="the worker never ran a batch")  # fmt: skip
+                assert not all(c.done() for c in calls)
+                nats.stop()  # and it does not come back while they wait
+                stopped = time.monotonic()
+                answers = list(await asyncio.gather(*calls))
+                return answers, time.monotonic() - stopped
+
+        answers, waited = asyncio.run(scenario())
+        refused = [a for a in answers if a.status_code == 503]
+        assert refused and all(a.status_code in (200, 503) for a in answers), [a.text[:200] for a in answers]
+        for answer in refused:
+            assert answer.headers["x-sie-error-code"] == "QUEUE_FULL" and int(answer.headers["retry-after"]) > 0
+            assert "NATS" in answer.json()["detail"]["message"]
+        assert waited < 20  # the gateway's bound (10 s away), not its 600 s timeout
+        nats.restart()
+        after = wait_until(lambda: _encode(gateway.url, TINY), timeout=30, message="no request succeeded after")
+        assert after.status_code == 200
+    _clean(*logs)
