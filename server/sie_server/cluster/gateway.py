@@ -331,9 +331,10 @@ class Gateway:
     async def rest_of_stream(self, call: Call, first: Reply) -> AsyncGenerator[bytes, None]:
         """The parts of a streamed answer after ``first``, until the last. Raises INFERENCE_ERROR
         if the worker producing it stops heartbeating (its work is not redone: the
-        caller has already seen part of the answer); tells the worker to stop if the caller
-        leaves first."""
-        finished = False
+        caller has already seen part of the answer), QUEUE_FULL if a part went missing (lost
+        with a NATS connection: the text would have a hole); tells the worker to stop if the
+        caller leaves first or the stream fails."""
+        finished, last = False, first.part
         try:
             while True:
                 try:
@@ -346,6 +347,10 @@ class Gateway:
                 if reply.source != first.source:
                     self.metrics.dropped.labels("duplicate").inc()
                     continue  # another worker's (or another delivery's) answer to the same call
+                if last and reply.part != last + 1:
+                    raise QueueFull("part of this streamed answer was lost with the connection to the work queue "
+                                    "(NATS); retry", retry_after=2)  # fmt: skip
+                last = reply.part
                 finished = not reply.more
                 yield reply.body
                 if finished:

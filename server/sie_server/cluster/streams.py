@@ -53,10 +53,11 @@ class Reply:
     worker: str = ""
     ref: str = ""  # the body is this object in PAYLOAD_BUCKET
     attempt: str = ""  # one delivery's handling: a redelivered message answers under another
+    part: int = 0  # a streamed answer's parts count from 1 (0: not numbered), so a lost one shows
 
     def pack(self) -> bytes:
         fields = {"status": self.status, "headers": self.headers, "body": self.body, "more": self.more,
-                  "worker": self.worker, "ref": self.ref, "attempt": self.attempt}  # fmt: skip
+                  "worker": self.worker, "ref": self.ref, "attempt": self.attempt, "part": self.part}  # fmt: skip
         packed: bytes = msgpack.packb(fields, use_bin_type=True)
         return packed
 
@@ -64,7 +65,8 @@ class Reply:
     def unpack(cls, data: bytes) -> Reply:
         m = msgpack.unpackb(data, raw=False)
         return cls(int(m["status"]), dict(m["headers"]), bytes(m["body"]), bool(m.get("more", False)),
-                   str(m.get("worker", "")), str(m.get("ref", "")), str(m.get("attempt", "")))  # fmt: skip
+                   str(m.get("worker", "")), str(m.get("ref", "")), str(m.get("attempt", "")),
+                   int(m.get("part", 0)))  # fmt: skip
 
     @property
     def source(self) -> tuple[str, str]:

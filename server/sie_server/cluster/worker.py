@@ -215,18 +215,20 @@ class QueueWorker:
             left.set()
 
         cancel = await self.nc.subscribe(streams.cancel_subject(reply_to), cb=on_cancel)
-        acked = False
+        acked, number = False, 0
         try:
             async for part in response.parts:
                 if left.is_set():  # the caller left: stop generating (the app sees its client go)
                     break
+                number += 1
                 await self._reply(reply_to, Reply(response.status, kept, part, more=True, worker=self.id,
-                                                  attempt=attempt))  # fmt: skip
+                                                  attempt=attempt, part=number))  # fmt: skip
                 if not acked:  # the caller has part of the answer now: redoing it elsewhere would repeat it
                     await msg.ack()
                     acked = True
             else:
-                await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id, attempt=attempt))
+                await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id, attempt=attempt,
+                                                  part=number + 1))  # fmt: skip
         finally:
             await response.parts.aclose()
             await cancel.unsubscribe()
