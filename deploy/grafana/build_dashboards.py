@@ -407,6 +407,13 @@ def cluster_dashboard() -> Any:
             "short",
             (f"sum by (direction) (rate(sie_gateway_payloads_by_reference_total[{RATE}]))", "{{direction}}"),
         ),
+        timeseries(
+            "Answers dropped",
+            "Second answers to a call that already had one (a redelivery after a worker lost NATS mid-work, "
+            "or a resend), dropped so no caller sees two.",
+            "short",
+            (f"sum by (reason) (rate(sie_gateway_replies_dropped_total[{RATE}]))", "{{reason}}"),
+        ),
     ]
     scaling = [
         timeseries(
