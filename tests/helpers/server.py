@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -26,8 +28,21 @@ def pythonpath() -> str:
     return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 
+def _limit_file_size(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
 class ServerProcess:
-    def __init__(self, models_dir: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
+    def __init__(
+        self,
+        models_dir: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        max_file_bytes: int | None = None,
+    ):
+        """``max_file_bytes``: the process may not grow any file past this (RLIMIT_FSIZE; Python
+        ignores SIGXFSZ, so such a write fails with EFBIG, as on a full disk)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -48,6 +63,7 @@ class ServerProcess:
             env={**os.environ, "PYTHONPATH": pythonpath(), **(env or {})},
             stdout=self._out,
             stderr=subprocess.STDOUT,
+            preexec_fn=None if max_file_bytes is None else partial(_limit_file_size, max_file_bytes),
         )
 
     def wait_ready(self, timeout_s: float = 120.0) -> ServerProcess:

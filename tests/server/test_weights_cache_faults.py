@@ -1,6 +1,8 @@
 """The converted-weights cache (a packaged GGUF dequantized once into safetensors) survives damage,
 on real server processes: a truncated or corrupt file is caught by its checksum and converted again,
-and the request is answered; a cache folder that cannot be written is a MODEL_LOAD_FAILED naming it."""
+and the request is answered; a cache folder that cannot be written (read-only, or full: here a file
+size limit on the server process makes the write fail as a full disk does) is a MODEL_LOAD_FAILED
+naming it."""
 
 from __future__ import annotations
 
@@ -40,10 +42,11 @@ def gguf_catalog(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return catalog, packages
 
 
-def serve(gguf_catalog: tuple[Path, Path], cache: Path, log: Path) -> ServerProcess:
+def serve(gguf_catalog: tuple[Path, Path], cache: Path, log: Path, max_file_bytes: int | None = None) -> ServerProcess:
     catalog, packages = gguf_catalog
     env = {"SIE_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join([pythonpath(), str(packages)])}
-    return ServerProcess(catalog, "--offline", "--threads", "1", env=env, log=log).wait_ready()
+    server = ServerProcess(catalog, "--offline", "--threads", "1", env=env, log=log, max_file_bytes=max_file_bytes)
+    return server.wait_ready()
 
 
 def generate(server: ServerProcess) -> httpx.Response:
@@ -154,3 +157,20 @@ def test_a_read_only_cache_folder_is_a_load_failure_naming_the_path(
         assert info["state"] == "failed" and str(read_only_cache) in info["last_error"]
     finally:
         server.stop()
+
+
+def test_a_full_cache_is_a_load_failure_naming_the_path(gguf_catalog: tuple[Path, Path], tmp_path: Path) -> None:
+    cache = tmp_path / "full-cache"
+    cache.mkdir()
+    # no file may grow past 64 KiB: the converted weights (hundreds of KiB) cannot be written
+    server = serve(gguf_catalog, cache, tmp_path / "server.log", max_file_bytes=64 * 1024)
+    try:
+        r = generate(server)
+        assert r.status_code == 502, r.text
+        detail = r.json()["detail"]
+        assert detail["code"] == "MODEL_LOAD_FAILED"
+        assert str(cache / "gguf") in detail["message"] and "cannot be written" in detail["message"]
+        assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200  # the server itself goes on
+    finally:
+        server.stop()
+    assert not [p for p in (cache / "gguf").rglob("*.safetensors")]  # no half-written weights left to load
