@@ -24,7 +24,7 @@ from sie_sdk import (
     SIEError,
     SIETimeoutError,
 )
-from sie_sdk._core import parse_retry_after
+from sie_sdk._error_answers import parse_retry_after
 
 CASES = [
     (400, "INVALID_INPUT", InvalidInputError, RequestError),
