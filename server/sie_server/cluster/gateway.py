@@ -309,15 +309,6 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await self.store.delete(call.body_ref)
 
-    async def call(self, pool: str, priority: str, path: str, body: bytes, model_id: str, *,
-                   wait_for_model: bool = True, deadline: float | None = None) -> Reply:  # fmt: skip
-        """One whole answer (for requests that are not streamed)."""
-        call = await self.send(pool, priority, path, body, model_id, wait_for_model=wait_for_model, deadline=deadline)
-        try:
-            return await self.receive(call)
-        finally:
-            await self.close(call)
-
     async def reload(self, pool: str, model_id: str, timeout_s: float) -> Reply:
         """Ask every worker of the pool to clear a failed load of the model and load it again."""
         try:

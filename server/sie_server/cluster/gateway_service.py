@@ -21,7 +21,6 @@ from sie_server.contract import codec, envelope
 from sie_server.contract import headers as h
 from sie_server.contract import models as contract_models
 from sie_server.contract.headers import CallOptions
-from sie_server.contract.limits import Limits
 from sie_server.contract.requests import EncodeRequest, ExtractRequest, GenerateRequest, ItemIn, ScoreRequest
 from sie_server.contract.responses import (
     EncodeResponse,
@@ -65,7 +64,7 @@ def _answer(reply: Reply) -> Any:
 def _numbered(items: list[ItemIn]) -> list[ItemIn]:
     """Items with the ids a server would give them (``item-<i>``), so slices keep them."""
     return [
-        item if item.id is not None else item.model_copy(update={"id": f"item-{i}"}) for i, item in enumerate(items)
+        item if item.id is not None else item.model_copy(update={"id": item.id_at(i)}) for i, item in enumerate(items)
     ]
 
 
@@ -145,7 +144,7 @@ class GatewayService:
     def __init__(self, gateway: Gateway):
         self.gateway = gateway
         s = gateway.settings
-        self.limits = Limits(s.max_items_per_request, s.max_text_bytes, s.max_body_bytes)
+        self.limits = s.limits
 
     def resolve(self, model_id: str) -> ModelConfig:
         return contract_models.resolve(self.gateway.settings.catalog, model_id)
@@ -161,18 +160,21 @@ class GatewayService:
                 await asyncio.sleep(HOLD_POLL_S)
         return pool
 
-    async def _ask(self, model: ModelConfig, task: str, request: BaseModel, answer: type[R], call: CallOptions) -> R:
+    async def _send(self, model: ModelConfig, task: str, request: BaseModel, call: CallOptions) -> Call:
+        """``request`` published as work for the model's pool, to its native route on a worker."""
         pool = await self._pool(model, call)
         body = codec.pack(request.model_dump(exclude_none=True))
-        reply = await self.gateway.call(
-            pool,
-            call.priority,
-            f"/v1/{task}/{model.id}",
-            body,
-            model.id,
-            wait_for_model=call.wait_for_load,
-            deadline=call.deadline,
+        path = f"/v1/{task}/{model.id}"
+        return await self.gateway.send(
+            pool, call.priority, path, body, model.id, wait_for_model=call.wait_for_load, deadline=call.deadline
         )
+
+    async def _ask(self, model: ModelConfig, task: str, request: BaseModel, answer: type[R], call: CallOptions) -> R:
+        sent = await self._send(model, task, request, call)
+        try:
+            reply = await self.gateway.receive(sent)
+        finally:
+            await self.gateway.close(sent)
         return answer.model_validate(_answer(reply))
 
     def _slices(self, items: list[ItemIn]) -> list[list[ItemIn]]:
@@ -205,17 +207,7 @@ class GatewayService:
         return await self._ask(model, "score", request, ScoreResponse, call)
 
     async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> GatewayStream:
-        pool = await self._pool(model, call)
-        body = codec.pack(request.model_copy(update={"stream": True}).model_dump(exclude_none=True))
-        sent = await self.gateway.send(
-            pool,
-            call.priority,
-            f"/v1/generate/{model.id}",
-            body,
-            model.id,
-            wait_for_model=call.wait_for_load,
-            deadline=call.deadline,
-        )
+        sent = await self._send(model, "generate", request.model_copy(update={"stream": True}), call)
         try:
             first = await self.gateway.receive(sent)
         except BaseException:

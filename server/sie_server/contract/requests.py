@@ -73,6 +73,10 @@ class ItemIn(Wire):
     images: list[ImageIn] | None = None
     metadata: dict[str, Any] | None = None
 
+    def id_at(self, index: int) -> str:
+        """Its id, or the one a server gives an item without one: ``item-<index>``."""
+        return self.id if self.id is not None else f"item-{index}"
+
 
 class EncodeParams(Wire):
     output_types: list[OutputType] | None = Field(default=None, min_length=1)
@@ -157,6 +161,20 @@ class OpenAISampling(BaseModel):
     seed: Seed | None = None
     stream: StrictBool = False
     n: Whole = Field(default=1, ge=1, le=1)
+
+    def native(
+        self, max_new_tokens: int, prompt: str | None = None, messages: list[Message] | None = None
+    ) -> GenerateRequest:
+        """The same generation as this server's own request."""
+        return GenerateRequest(
+            prompt=prompt,
+            messages=messages,
+            max_new_tokens=max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            stop=self.stop,
+            seed=self.seed,
+        )
 
 
 class ChatCompletionRequest(OpenAISampling):

@@ -42,15 +42,14 @@ from sie_server.settings import Settings
 DRAIN_RETRY_AFTER_S = 5.0
 
 
-def _input(item: ItemIn, default_id: str) -> engine.TextInput:
-    item_id = item.id if item.id is not None else default_id
+def _input(item: ItemIn, item_id: str) -> engine.TextInput:
     if item.images:
         return engine.TextInput(id=item_id, text=item.text or "", image=item.images[0].data)
     return engine.TextInput(id=item_id, text=item.text or "")
 
 
 def _inputs(items: list[ItemIn]) -> list[engine.TextInput]:
-    return [_input(item, f"item-{i}") for i, item in enumerate(items)]
+    return [_input(item, item.id_at(i)) for i, item in enumerate(items)]
 
 
 def _timing(timing: engine.Timing) -> Timing:
@@ -108,19 +107,16 @@ class EngineFrontDoor:
     queue_connected: bool = True  # on a queue worker: False while it has no NATS connection
     preload_errors: dict[str, str] = field(default_factory=dict)
     requests: RequestCounter = field(init=False)
+    limits: Limits = field(init=False)  # what every request is checked against
 
     def __post_init__(self) -> None:
         self.requests = RequestCounter(self.metrics)  # kept by the metrics middleware
+        self.limits = self.settings.limits
 
     @property
     def inflight(self) -> int:
         """Work requests being answered now."""
         return self.requests.inflight
-
-    @property
-    def limits(self) -> Limits:
-        s = self.settings
-        return Limits(s.max_items_per_request, s.max_text_bytes, s.max_body_bytes)
 
     def idle(self) -> bool:
         return (
@@ -161,7 +157,7 @@ class EngineFrontDoor:
     async def score(self, model: ModelConfig, request: ScoreRequest, call: CallOptions) -> ScoreResponse:
         outcome = await self.inference.score(
             model,
-            _input(request.query, "query"),
+            _input(request.query, request.query.id if request.query.id is not None else "query"),
             _inputs(request.items),
             instruction=request.instruction,
             call=call,

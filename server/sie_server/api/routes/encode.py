@@ -14,7 +14,6 @@ from sie_server.contract.responses import EncodeResponse
 from sie_server.errors import InvalidInput
 
 router = APIRouter(tags=["work"])
-DENSE_DTYPES = ("float32", "float16", "int8", "uint8", "binary", "ubinary")
 
 
 def check_params(params: EncodeParams | None) -> None:

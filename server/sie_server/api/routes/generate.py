@@ -79,14 +79,7 @@ async def generate(request: Request, model: str = MODEL) -> Response:
 async def chat_completions(request: Request) -> Response:
     body = await parse(request, ChatCompletionRequest, service(request).limits.max_body_bytes)
     config = model_for(request, body.model, "generate")
-    native = GenerateRequest(
-        messages=body.messages,
-        max_new_tokens=body.max_completion_tokens or body.max_tokens or 256,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        stop=body.stop,
-        seed=body.seed,
-    )
+    native = body.native(body.max_completion_tokens or body.max_tokens or 256, messages=body.messages)
     options = call(request)
     stream = await start(request, config, native, options)
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
@@ -116,14 +109,7 @@ async def chat_completions(request: Request) -> Response:
 async def completions(request: Request) -> Response:
     body = await parse(request, CompletionRequest, service(request).limits.max_body_bytes)
     config = model_for(request, body.model, "generate")
-    native = GenerateRequest(
-        prompt=body.prompt,
-        max_new_tokens=body.max_tokens,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        stop=body.stop,
-        seed=body.seed,
-    )
+    native = body.native(body.max_tokens, prompt=body.prompt)
     options = call(request)
     stream = await start(request, config, native, options)
     ident, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
