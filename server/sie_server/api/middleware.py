@@ -98,9 +98,10 @@ class ApiKeys:
         self.access = access
         self.quota = quota
         self.queue_token = queue_token.encode() if queue_token else None
+        self.idle = not access.enabled and quota is None  # no keys, no limit: nothing to check per request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if self.idle or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers", []))
