@@ -1,10 +1,12 @@
 """SmolLM2-135M-Instruct on the server's torch path (float32 transformers, the packaged GGUF converted once):
 cold load, and decode throughput for one request and for 8 concurrent ones.
 
-    .venv/bin/python -m benchmarks.generate_cpu [--tokens 64] [--threads 2]
+    .venv/bin/python -m benchmarks.generate_cpu [--tokens 64] [--threads 2] [--rounds 3]
 
 Baseline, in the same run and thread count: transformers `generate` (greedy) on the same
-converted weights, one prompt, and the 8 prompts as one left-padded batch. (The catalog serves
+converted weights, one prompt, and the 8 prompts as one left-padded batch. Server and
+baseline take turns, round after round (the server idles while `generate` runs in this
+process), so drift in the machine's speed hits both; the median ratio is reported. (The catalog serves
 this model on llama.cpp; `benchmarks.generate_llamacpp` measures that path.)
 """
 
@@ -12,13 +14,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import yaml
 
+from benchmarks._common import Meter, cpu_model, wait_quiet
 from tests.helpers.catalog import REAL_CATALOG, SMOLLM, write_config
 from tests.helpers.server import ServerProcess
 
@@ -58,40 +63,58 @@ async def concurrent(url: str, tokens: int) -> tuple[float, int]:
     return elapsed, sum(a.json()["usage"]["completion_tokens"] for a in answers)
 
 
-def baseline(folder: Path, tokens: int, threads: int) -> tuple[float, float]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+class Baseline:
+    """transformers ``generate`` on the server's converted weights, in this process."""
 
-    torch.set_num_threads(threads)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    def __init__(self, folder: Path, threads: int):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    def ids(prompts: list[str]) -> dict[str, torch.Tensor]:
+        torch.set_num_threads(threads)
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.tokenizer.padding_side = "left"
+        self.model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        self.run([PROMPTS[2]], 4)  # warm-up
+
+    def run(self, prompts: list[str], tokens: int) -> tuple[float, int]:
+        """Seconds and completion tokens (pad tokens of rows that ended early not counted)."""
         texts = [
-            tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+            self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+            )
             for p in prompts
         ]
-        return dict(tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False))
-
-    model.generate(**ids([PROMPTS[2]]), max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-    rates = []
-    for prompts in ([PROMPTS[0]], PROMPTS):
-        inputs = ids(prompts)
+        inputs = dict(self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False))
+        pad = self.tokenizer.pad_token_id
         t0 = time.perf_counter()
-        out = model.generate(**inputs, max_new_tokens=tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        out = self.model.generate(**inputs, max_new_tokens=tokens, do_sample=False, pad_token_id=pad)
         elapsed = time.perf_counter() - t0
         new = out[:, inputs["input_ids"].shape[1] :]
-        made = int((new != tokenizer.pad_token_id).sum())
-        rates.append(made / elapsed)
-    return rates[0], rates[1]
+        return elapsed, int((new != pad).sum())
+
+
+def single(url: str, tokens: int) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    answer = httpx.post(f"{url}/v1/generate/{TORCH_ID}", json=body(PROMPTS[0], tokens), timeout=600)
+    return time.perf_counter() - t0, answer.json()["usage"]["completion_tokens"]
+
+
+def timed(meter: Meter, run: Callable[[], tuple[float, int]]) -> tuple[float, float]:
+    """Tokens/s of one run, and the cores other work took meanwhile."""
+    meter.start()
+    seconds, made = run()
+    meter.stop()
+    return made / seconds, meter.other_cpu_s / meter.seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating server / generate rounds")
+    parser.add_argument("--wait-quiet", type=float, default=0, help="wait up to this many seconds for a quiet machine")
     args = parser.parse_args()
+    print(f"CPU {cpu_model()}; {args.threads} threads both sides; {wait_quiet(args.wait_quiet)}")
     with tempfile.TemporaryDirectory() as tmp:
         torch_catalog(Path(tmp))
         server = ServerProcess(Path(tmp), "--offline", "--threads", str(args.threads)).wait_ready()
@@ -104,25 +127,29 @@ def main() -> None:
                 f"cold first request {cold:.2f}s (load {info['load_seconds']:.2f}s from {info['weights_source']}); "
                 f"answer: {first.json()['text']!r}"
             )
-            t0 = time.perf_counter()
-            single = httpx.post(f"{server.url}/v1/generate/{TORCH_ID}", json=body(PROMPTS[0], args.tokens), timeout=600)
-            single_rate = single.json()["usage"]["completion_tokens"] / (time.perf_counter() - t0)
-            elapsed, made = asyncio.run(concurrent(server.url, args.tokens))
-            folder = Path(info["weights_path"]) if "weights_path" in info else None
+            from sie_server.adapters.gguf import cache_root
+
+            base = Baseline(next((cache_root() / "gguf").glob("SmolLM2-135M-Instruct*")), args.threads)
+            meter = Meter(server.proc.pid)
+            ratios: dict[str, list[float]] = {"1 request": [], "8 concurrent": []}
+            for round_no in range(1, args.rounds + 1):
+                server_one, other_a = timed(meter, lambda: single(server.url, args.tokens))
+                base_one, other_b = timed(meter, lambda: base.run([PROMPTS[0]], args.tokens))
+                server_eight, other_c = timed(meter, lambda: asyncio.run(concurrent(server.url, args.tokens)))
+                base_eight, other_d = timed(meter, lambda: base.run(PROMPTS, args.tokens))
+                ratios["1 request"].append(server_one / base_one)
+                ratios["8 concurrent"].append(server_eight / base_eight)
+                other = max(other_a, other_b, other_c, other_d)
+                print(
+                    f"round {round_no}: 1 request {server_one:.1f} vs {base_one:.1f} tokens/s "
+                    f"({server_one / base_one:.2f}x); 8 concurrent {server_eight:.1f} vs {base_eight:.1f} "
+                    f"({server_eight / base_eight:.2f}x); other load up to {other:.2f} cores"
+                )
         finally:
             server.stop()
-    from sie_server.adapters.gguf import cache_root
-
-    converted = folder or next((cache_root() / "gguf").glob("SmolLM2-135M-Instruct*"))
-    base_single, base_batch = baseline(converted, args.tokens, args.threads)
-    print(
-        f"server, 1 request:    {single_rate:.1f} tokens/s   (transformers generate: {base_single:.1f}, "
-        f"ratio {single_rate / base_single:.2f}x)"
-    )
-    print(
-        f"server, 8 concurrent: {made / elapsed:.1f} tokens/s total   (transformers generate, batch of 8: "
-        f"{base_batch:.1f}, ratio {made / elapsed / base_batch:.2f}x)"
-    )
+    for name, values in ratios.items():
+        each = ", ".join(f"{v:.2f}" for v in values)
+        print(f"{name}: median ratio {statistics.median(values):.2f}x (rounds: {each})")
 
 
 if __name__ == "__main__":
