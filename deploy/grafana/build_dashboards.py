@@ -343,6 +343,13 @@ def engine_dashboard() -> Any:
             "short",
             (f"sum by (model) (increase(sie_oom_total{m}[{RATE}]))", "{{model}}"),
         ),
+        timeseries(
+            "Batches run apart",
+            "Failed batches run again apart so only the members that fail alone get an error "
+            "(prefill and decode: each sequence alone; encode, score, extract: halves down to single items).",
+            "short",
+            (f"sum by (model, kind) (increase(sie_isolation_retries_total{m}[{RATE}]))", "{{model}} {{kind}}"),
+        ),
     ]
     panels = layout(
         [
@@ -351,7 +358,7 @@ def engine_dashboard() -> Any:
             ("Queue", queues, 2),
             ("Batching and padding", batching, 2),
             ("Memory", memory, 2),
-            ("Loads and evictions", lifecycle, 3),
+            ("Loads, evictions and faults", lifecycle, 2),
         ]
     )
     model = variable_query("model", "Model", "label_values(sie_requests_total, model)")

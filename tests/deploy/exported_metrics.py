@@ -33,6 +33,7 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_model_evictions_total", COUNTER, ("model", "reason")),
     ("sie_model_load_seconds", HISTOGRAM, ("model",)),
     ("sie_oom_total", COUNTER, ("model",)),
+    ("sie_isolation_retries_total", COUNTER, ("model", "kind")),
     # cluster gateway
     ("sie_gateway_requests_total", COUNTER, ("task", "status")),
     ("sie_gateway_request_duration_seconds", HISTOGRAM, ("task",)),

@@ -24,6 +24,7 @@ from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics
 from tests.engine.conftest import EngineFactory, fake_config
 from tests.helpers.fake_adapter import Behaviour, FakeAdapter
+from tests.helpers.metrics import sample as metric
 
 POISON_WORDS = 7  # a text of this many words fails in the fake encoder, whatever batch it is in
 
@@ -74,6 +75,7 @@ async def test_a_failing_batch_is_run_apart_and_only_the_poisoned_request_fails(
     assert sorted(attempts[1]) == [3, 4, 5, 6, POISON_WORDS + 2]  # the five items together first
     # then in halves (the batch is in length order), a failing half again, down to the poisoned item alone
     assert attempts[2:] == [[3, 4], [5, 6, 9], [5], [6, 9], [6], [9]]
+    assert engine.metric("sie_isolation_retries_total", model="t/m", kind="encode") == 1  # one batch run apart
 
 
 async def test_a_batch_whose_every_item_fails_alone_is_a_server_error(
@@ -221,6 +223,9 @@ async def test_a_failing_decode_step_is_run_apart_and_only_its_culprit_fails(
     assert isinstance(got[1], InvalidInput) and "the rest of its batch was served" in got[1].message
     loop = generation.loops["t/llm"]
     assert loop.steps >= 5 and not loop.busy
+    registry = generation.pool.metrics.registry
+    assert metric(registry, "sie_isolation_retries_total", model="t/llm", kind="decode") == 1  # run apart once
+    assert metric(registry, "sie_isolation_retries_total", absent_as_zero=True, model="t/llm", kind="prefill") == 0
 
 
 async def test_every_sequence_failing_alone_is_a_server_error(generation: GenerationService, tmp_path: Path) -> None:

@@ -73,6 +73,11 @@ def body(prompt: str, *, stream: bool = False) -> dict[str, object]:
     return {"prompt": prompt, "max_new_tokens": NEW_TOKENS, "temperature": 0, "stream": stream}
 
 
+def retries(url: str, model: str, kind: str) -> float:
+    """How many failed batches of this kind the server has run again apart (its metrics)."""
+    return scrape(url, "sie_isolation_retries_total", absent_as_zero=True, model=model, kind=kind)
+
+
 def events(text: str) -> list[dict[str, object]]:
     lines = [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
     assert lines[-1] == "[DONE]", text
@@ -132,8 +137,10 @@ def test_a_decode_step_that_fails_is_retried_apart_and_only_the_poisoned_sequenc
 ) -> None:
     alone = answers_alone(poisoned.server.url, model)
     before = len(poisoned.faults_seen("step"))
+    retried = retries(poisoned.server.url, model, "decode")
     outcome = asyncio.run(beside_good_ones(poisoned.server.url, model, f"{POISON_STEP} is open", stream_poison=False))
     assert max(poisoned.faults_seen("step")[before:]) >= 2, "the poisoned step never held other sequences"
+    assert retries(poisoned.server.url, model, "decode") > retried, "no retry apart was counted"
     assert_good_ones_finished(outcome, alone if model == TINY else None)
     r = outcome.poison
     assert r.status_code == 400 and r.headers["x-sie-error-code"] == "INVALID_INPUT"
@@ -159,6 +166,7 @@ def test_a_sequence_with_non_finite_logits_ends_alone_with_an_error_event(poison
 @pytest.mark.parametrize("model", [TINY, LLAMA])
 def test_a_prefill_that_fails_is_retried_apart(poisoned: Poisoned, model: str) -> None:
     before = len(poisoned.faults_seen("prefill"))
+    retried = retries(poisoned.server.url, model, "prefill")
     outcome = asyncio.run(beside_good_ones(poisoned.server.url, model, f"{POISON_PREFILL} is due", stream_poison=False))
     assert_good_ones_finished(outcome, None)
     seen = poisoned.faults_seen("prefill")[before:]
@@ -168,6 +176,7 @@ def test_a_prefill_that_fails_is_retried_apart(poisoned: Poisoned, model: str) -
     expected = (400, "INVALID_INPUT") if seen[0] >= 2 else (500, "INFERENCE_ERROR")
     assert (r.status_code, r.headers["x-sie-error-code"]) == expected, (seen, r.text)
     assert seen[-1] == 1  # the retry ran it alone
+    assert retries(poisoned.server.url, model, "prefill") > retried, "no retry apart was counted"
 
 
 def test_an_encode_batch_that_fails_is_run_apart_and_only_the_poisoned_request_fails(poisoned: Poisoned) -> None:
@@ -208,9 +217,11 @@ def test_an_encode_batch_that_fails_is_run_apart_and_only_the_poisoned_request_f
             poisoned.hold.unlink(missing_ok=True)
 
     before = len(poisoned.faults_seen("encode"))
+    retried = retries(poisoned.server.url, EMBEDDER, "encode")
     answers = asyncio.run(together())
     poison = answers.pop(1)
     assert poisoned.faults_seen("encode")[before] == 7, "the four requests did not share one batch"
+    assert retries(poisoned.server.url, EMBEDDER, "encode") == retried + 1, "the batch was not counted as run apart"
     assert poison.status_code == 400 and poison.headers["x-sie-error-code"] == "INVALID_INPUT"
     assert "cannot process this input" in poison.json()["detail"]["message"]
     assert all(r.status_code == 200 for r in answers), [r.text for r in answers]

@@ -173,6 +173,7 @@ class DecodeLoop:
             self.batch, logits = await loop.run_in_executor(self.executor, _join, adapter, self.batch, prompts)
         except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
             log.warning("prefill of %d sequences for %s failed (%r); each alone", len(joining), self.config.id, exc)
+            self.metrics.isolation_retries.labels(self.config.id, "prefill").inc()
             self.batch, outcomes = await loop.run_in_executor(
                 self.executor, isolation.prefill_apart, adapter, self.batch, prompts
             )
@@ -193,6 +194,7 @@ class DecodeLoop:
             logits = await loop.run_in_executor(self.executor, adapter.decode, self.batch, tokens, positions)
         except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
             log.warning("decode step of %d sequences for %s failed (%r); each alone", len(tokens), self.config.id, exc)
+            self.metrics.isolation_retries.labels(self.config.id, "decode").inc()
             rows = [(s.prompt_ids + s.generated[:-1], s.generated[-1], s.position) for s in self.active]
             batch, self.batch = self.batch, None
             self.batch, outcomes = await loop.run_in_executor(

@@ -305,6 +305,7 @@ class Scheduler:
         items that fail on their own get an error."""
         model_id = batch[0].model.id
         log.warning("batch of %d for %s failed; running its items apart", len(batch), model_id, exc_info=True)
+        self.metrics.isolation_retries.labels(model_id, batch[0].options.task).inc()
         live = [i for i in batch if not i.future.done()]  # callers that left need no answer
         outcomes = settle(await run_apart(live, partial(self._execute, adapter, executor=executor)), model_id)
         failed = sum(isinstance(o, SIEError) for o in outcomes)

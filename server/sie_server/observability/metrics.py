@@ -89,6 +89,13 @@ class Metrics:
             "sie_model_load_seconds", "Load duration", ["model"], buckets=LOAD_BUCKETS, registry=r
         )
         self.oom = Counter("sie_oom", "Batches that ran out of memory", ["model"], registry=r)
+        self.isolation_retries = Counter(
+            "sie_isolation_retries",
+            "Failed batches run again apart so only the members that fail alone get an error "
+            "(kind: prefill or decode, each sequence alone; encode, score or extract, halves down to single items)",
+            ["model", "kind"],
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
