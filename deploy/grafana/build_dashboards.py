@@ -301,16 +301,18 @@ def engine_dashboard() -> Any:
         ),
         timeseries(
             "Budget used per process",
-            "Charged bytes / memory budget of each server process.",
+            "Used bytes (models' charges + what the process holds beyond them) / memory budget, per process.",
             "percentunit",
             ("sie_memory_used_bytes / sie_memory_budget_bytes", "{{instance}}"),
         ),
         timeseries(
             "Memory budget and use",
-            "Budget and charged bytes, all processes.",
+            "Budget, used bytes, and the part of them no model's charge covers (caches, buffers, code), all "
+            "processes.",
             "bytes",
             ("sum(sie_memory_budget_bytes)", "budget"),
             ("sum(sie_memory_used_bytes)", "used"),
+            ("sum(sie_memory_untracked_bytes)", "beyond the charges"),
         ),
         timeseries(
             "Resident copies per model",

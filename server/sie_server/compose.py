@@ -87,6 +87,7 @@ def create_app(settings: Settings) -> FastAPI:
         state.scheduler.start()
         background = [loop.create_task(preload(state))]
         background[0].add_done_callback(lambda _: setattr(state, "ready", True))
+        background.append(loop.create_task(state.pool.keep_within_budget_forever()))
         if settings.idle_evict_s:
             background.append(loop.create_task(state.pool.evict_idle_forever(settings.idle_evict_s)))
         worker, pulling = None, None

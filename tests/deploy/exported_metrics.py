@@ -29,6 +29,7 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_model_memory_bytes", GAUGE, ("model",)),
     ("sie_memory_budget_bytes", GAUGE, ()),
     ("sie_memory_used_bytes", GAUGE, ()),
+    ("sie_memory_untracked_bytes", GAUGE, ()),
     ("sie_model_loads_total", COUNTER, ("model",)),
     ("sie_model_evictions_total", COUNTER, ("model", "reason")),
     ("sie_model_load_seconds", HISTOGRAM, ("model",)),

@@ -43,12 +43,23 @@ def fake_config(
 
 
 @dataclass
+class SetHolding:
+    """What the process holds, as a test sets it (the fake models hold nothing real)."""
+
+    bytes: int = 0
+
+    def held(self) -> int:
+        return self.bytes
+
+
+@dataclass
 class Engine:
     behaviour: Behaviour
     pool: ModelPool
     scheduler: Scheduler
     service: InferenceService
     metrics: Metrics
+    holding: SetHolding
 
     async def encode(self, config: ModelConfig, texts: list[str], priority: str = "interactive") -> list[float]:
         outcome = await self.service.encode(
@@ -94,6 +105,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
     ) -> Engine:
         behaviour = behaviour or Behaviour()
         metrics = Metrics()
+        holding = SetHolding()
         pool = ModelPool(
             "cpu",
             "cpu",
@@ -102,6 +114,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
             metrics=metrics,
             pinned=pinned,
             factory=factory(behaviour),
+            probe=holding,
         )
         scheduler = Scheduler(
             pool,
@@ -113,7 +126,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
         pool.is_busy = scheduler.busy
         service = InferenceService(None, pool, scheduler, load_timeout_s=30)  # type: ignore[arg-type]
         scheduler.start()
-        engine = Engine(behaviour, pool, scheduler, service, metrics)
+        engine = Engine(behaviour, pool, scheduler, service, metrics, holding)
         engines.append(engine)
         return engine
 

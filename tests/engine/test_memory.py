@@ -113,3 +113,55 @@ async def test_idle_models_are_evicted(make_engine: EngineFactory, tmp_path: Pat
     assert engine.pool.used_bytes == 0
     assert engine.metric("sie_model_evictions_total", model="t/m", reason="idle") == 1
     assert engine.metric("sie_model_loaded", model="t/m") == 0
+
+
+async def test_what_the_process_holds_beyond_the_charges_counts_against_the_budget(
+    make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    engine = make_engine(budget=350 * MB)
+    a, b, c = (fake_config(f"t/{n}", tmp_path / n, reserve=100 * MB) for n in "abc")
+    await engine.encode(a, ["x"])
+    await engine.encode(b, ["x"])
+    engine.holding.bytes = 200 * MB  # exactly the charges: nothing beyond them
+    assert engine.pool.untracked_bytes == 0 and engine.pool.used_bytes == 200 * MB
+    engine.holding.bytes = 300 * MB  # caches and buffers: 100 MB that no charge covers
+    assert engine.pool.untracked_bytes == 100 * MB and engine.pool.used_bytes == 300 * MB
+    await engine.encode(a, ["x"])  # a is now the most recently used
+    await engine.encode(c, ["x"])  # the charges alone (300 MB) would fit; with what is held beyond them, b goes
+    assert {s.config.id for s in engine.pool.slots() if s.state.value == "loaded"} == {"t/a", "t/c"}
+    assert engine.metric("sie_model_evictions_total", model="t/b", reason="lru") == 1
+    assert engine.metric("sie_memory_untracked_bytes") == 100 * MB
+
+
+async def test_growth_beyond_the_charges_evicts_idle_models_until_within_budget(
+    make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    engine = make_engine(budget=350 * MB)
+    a, b, c = (fake_config(f"t/{n}", tmp_path / n, reserve=100 * MB) for n in "abc")
+    for model in (a, b, c):
+        await engine.encode(model, ["x"])
+    engine.holding.bytes = 300 * MB  # the charges, nothing beyond
+    assert engine.pool.keep_within_budget() == []
+    engine.holding.bytes = 400 * MB  # 100 MB grew beyond them: 400 > 350
+    assert engine.pool.keep_within_budget() == ["t/a"]  # the least recently used
+    assert engine.metric("sie_model_evictions_total", model="t/a", reason="over_budget") == 1
+    engine.holding.bytes = 300 * MB  # a's memory given back: b and c, and the 100 MB beyond them
+    assert engine.pool.keep_within_budget() == []
+    assert engine.metric("sie_memory_used_bytes") == 300 * MB
+    assert engine.metric("sie_memory_untracked_bytes") == 100 * MB
+    engine.holding.bytes = 10_000 * MB  # beyond anything evicting could give back: nothing evicted
+    assert engine.pool.keep_within_budget() == []
+    assert {s.config.id for s in engine.pool.slots() if s.state.value == "loaded"} == {"t/b", "t/c"}
+
+
+async def test_a_load_refused_for_what_the_process_holds_says_so(make_engine: EngineFactory, tmp_path: Path) -> None:
+    engine = make_engine(budget=250 * MB, behaviour=Behaviour(run_delay_s=0.3))
+    busy = fake_config("t/busy", tmp_path / "busy", reserve=100 * MB)
+    other = fake_config("t/other", tmp_path / "other", reserve=100 * MB)
+    await engine.encode(busy, ["warm"])
+    engine.holding.bytes = 180 * MB  # 80 MB beyond busy's charge: other's 100 MB no longer fits
+    running = asyncio.create_task(engine.encode(busy, ["x"]))
+    await engine.until_started(2)
+    with pytest.raises(ResourceExhausted, match=r"holds 76\.3 MiB beyond its models' charges"):
+        await engine.encode(other, ["x"])
+    await running

@@ -29,6 +29,7 @@ REQUIRED_METRICS = [
     "sie_model_loaded",
     "sie_model_memory_bytes",
     "sie_memory_budget_bytes",
+    "sie_memory_untracked_bytes",
     "sie_model_loads_total",
     "sie_model_evictions_total",
     "sie_model_load_seconds",
@@ -140,6 +141,12 @@ def test_disconnected_clients_items_are_dropped(engine_server: ServerProcess) ->
     assert metric(url, "sie_batch_items_sum", model=model) == 2  # warm-up and the busy request only
 
 
+def rss_bytes(pid: int) -> int:
+    """The process's resident set, as the kernel reports it (VmRSS, KiB)."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+
 def test_metrics_and_memory_endpoints(engine_server: ServerProcess) -> None:
     url = engine_server.url
     httpx.post(f"{url}/v1/encode/test/plain", json={"items": [{"text": "x"}]}, timeout=60)
@@ -152,6 +159,16 @@ def test_metrics_and_memory_endpoints(engine_server: ServerProcess) -> None:
     assert 0 < memory["used_bytes"] <= memory["budget_bytes"]
     plain = next(m for m in memory["models"] if m["id"] == "test/plain")
     assert plain["charge_bytes"] == plain["resident_bytes"] + plain["reserve_bytes"] > 0
+    # used = the models' charges + what the process holds beyond them and its start (its resident set here)
+    assert memory["used_bytes"] == memory["charged_bytes"] + memory["untracked_bytes"]
+    assert memory["charged_bytes"] == sum(m["charge_bytes"] for m in memory["models"])
+    assert memory["untracked_bytes"] == max(
+        0, memory["process_bytes"] - memory["runtime_bytes"] - memory["charged_bytes"]
+    )
+    rss = rss_bytes(engine_server.proc.pid)
+    assert 0.8 * rss <= memory["process_bytes"] <= 1.2 * rss, (memory["process_bytes"], rss)
+    assert 0 < memory["runtime_bytes"] <= memory["process_bytes"]
+    assert metric(url, "sie_memory_untracked_bytes") >= 0
     info = httpx.get(f"{url}/v1/models/test/plain").json()
     assert info["charge_bytes"] == plain["charge_bytes"] and info["state"] == "loaded"
 

@@ -373,10 +373,18 @@ class ModelMemory(KeepNone):
 
 
 class MemoryReport(KeepNone):
+    """``used_bytes`` = ``charged_bytes`` (the models' charges) + ``untracked_bytes`` (what the process
+    holds beyond its start, ``runtime_bytes``, and the charges); ``process_bytes``: its holding now
+    (resident set on CPU, the CUDA allocator's reservation on a GPU)."""
+
     device: str
     budget_bytes: int
     used_bytes: int
     free_bytes: int
+    charged_bytes: int
+    untracked_bytes: int
+    process_bytes: int
+    runtime_bytes: int
     models: list[ModelMemory]
 
 

@@ -43,11 +43,17 @@ def model_info(config: ModelConfig, pool: ModelPool, *, catalog_error: str | Non
 
 
 def memory_report(pool: ModelPool) -> MemoryReport:
+    held, charged = pool.holding.now(), pool.charged_bytes
+    untracked = pool.holding.untracked(charged, held)
     return MemoryReport(
         device=pool.device,
         budget_bytes=pool.budget_bytes,
-        used_bytes=pool.used_bytes,
-        free_bytes=pool.budget_bytes - pool.used_bytes,
+        used_bytes=charged + untracked,
+        free_bytes=pool.budget_bytes - charged - untracked,
+        charged_bytes=charged,
+        untracked_bytes=untracked,
+        process_bytes=held,
+        runtime_bytes=pool.holding.runtime,
         models=[
             ModelMemory(
                 id=s.config.id,

@@ -1,6 +1,10 @@
-"""The model pool: loads a model on first use (once, however many callers ask), keeps the
-charged bytes of resident models within the budget by evicting least-recently-used idle
-models, and records each model's state."""
+"""The model pool: loads a model on first use (once, however many callers ask), keeps what the
+process holds within the budget by evicting least-recently-used idle models, and records each
+model's state.
+
+Used memory is the resident models' charges plus what the process holds beyond them
+(memory/held.py: code, caches and buffers no charge covers), so the budget bounds the process's
+real holding, not only the models' estimates."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from sie_server.errors import ModelLoadFailed, ModelLoading, ResourceExhausted, 
 from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_bytes, eviction_plan, exceeds_free_memory
 from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
 from sie_server.memory.heap import freeze_long_lived, thawed
+from sie_server.memory.held import Holding, MemoryProbe, ProcessMemory
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,7 @@ AdapterFactory = Callable[[ModelConfig, Profile, str], ModelAdapter]
 LOADING_RETRY_AFTER_S = 2.0
 BUSY_RETRY_AFTER_S = 1.0
 PRESSURE_RETRY_AFTER_S = 5.0
+OVER_BUDGET_WARN_EVERY_S = 60.0
 
 
 class ModelState(StrEnum):
@@ -73,6 +79,7 @@ class ModelPool:
         pinned: frozenset[str] = frozenset(),
         factory: AdapterFactory = create_adapter,
         cpu_precision: list[CpuPrecision] | None = None,
+        probe: MemoryProbe | None = None,
     ):
         self.device = device
         self.device_kind = device_kind
@@ -85,6 +92,8 @@ class ModelPool:
         self.is_busy: Callable[[str], bool] = lambda model_id: False
         self._slots: dict[str, Slot] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.holding = Holding(probe or ProcessMemory(device))
+        self._warned_over_budget = -OVER_BUDGET_WARN_EVERY_S
         metrics.memory_budget.set(budget_bytes)
 
     # ----- state -------------------------------------------------------------------------
@@ -111,8 +120,19 @@ class ModelPool:
         return list(self._slots.values())
 
     @property
-    def used_bytes(self) -> int:
+    def charged_bytes(self) -> int:
+        """The resident (and loading) models' charges."""
         return sum(s.charge for s in self._slots.values())
+
+    @property
+    def untracked_bytes(self) -> int:
+        """What the process holds beyond its start and the charges: counted as used, freed by no eviction."""
+        return self.holding.untracked(self.charged_bytes)
+
+    @property
+    def used_bytes(self) -> int:
+        charged = self.charged_bytes
+        return charged + self.holding.untracked(charged)
 
     def reset(self, config: ModelConfig) -> None:
         """Forget a failed load so the next request tries again (an operator's call)."""
@@ -249,12 +269,19 @@ class ModelPool:
             for s in self._slots.values()
             if s.charge and s.config.id != config.id
         ]
-        plan = eviction_plan(self.budget_bytes, need, residents)
+        untracked = self.untracked_bytes
+        plan = eviction_plan(self.budget_bytes - untracked, need, residents)
         if plan is None:
+            beyond = (
+                f" (the process holds {_mib(untracked)} beyond its models' charges: caches and buffers no "
+                "eviction frees)"
+                if untracked
+                else ""
+            )
             raise ResourceExhausted(
                 f"model {config.id} needs about {_mib(need)} but only "
-                f"{_mib(self.budget_bytes - self.used_bytes)} of the memory budget is free and the other "
-                "resident models are busy or pinned; retry shortly",
+                f"{_mib(max(0, self.budget_bytes - self.used_bytes))} of the memory budget is free{beyond} and "
+                "the other resident models are busy or pinned; retry shortly",
                 retry_after=BUSY_RETRY_AFTER_S,
             )
         for model_id in plan:
@@ -298,6 +325,37 @@ class ModelPool:
         self._publish()
         return True
 
+    def keep_within_budget(self) -> list[str]:
+        """Evict least-recently-used idle models while what the process holds is over the budget (its
+        holding beyond the charges grew after the loads); nothing when evicting could not bring it
+        back under the budget (then a warning, at most once a minute)."""
+        untracked = self.untracked_bytes
+        self._publish_usage(untracked)
+        if self.charged_bytes + untracked <= self.budget_bytes:
+            return []
+        residents = [Resident(s.config.id, s.charge, s.last_used, self._evictable(s)) for s in self._slots.values()]
+        plan = eviction_plan(self.budget_bytes - untracked, 0, [r for r in residents if r.charge])
+        if plan is None:
+            now = time.monotonic()
+            if now - self._warned_over_budget >= OVER_BUDGET_WARN_EVERY_S:
+                self._warned_over_budget = now
+                log.warning(
+                    "the process holds %s against a memory budget of %s (%s charged to models, %s beyond them) "
+                    "and evicting idle models would not bring it under; raise --memory-budget",
+                    _mib(self.charged_bytes + untracked),
+                    _mib(self.budget_bytes),
+                    _mib(self.charged_bytes),
+                    _mib(untracked),
+                )
+            return []
+        return [m for m in plan if self.evict(m, "over_budget")]
+
+    async def keep_within_budget_forever(self, period_s: float = 5.0) -> None:
+        """Background task: keep_within_budget every ``period_s`` seconds (and the memory gauges current)."""
+        while True:
+            await asyncio.sleep(period_s)
+            self.keep_within_budget()
+
     def evict_idle(self, idle_for_s: float) -> list[str]:
         now = time.monotonic()
         stale = [s.config.id for s in self._slots.values() if self._evictable(s) and now - s.last_used >= idle_for_s]
@@ -318,4 +376,8 @@ class ModelPool:
     def _publish(self) -> None:
         for slot in self._slots.values():
             self.metrics.model_memory.labels(slot.config.id).set(slot.charge)
-        self.metrics.memory_used.set(self.used_bytes)
+        self._publish_usage(self.untracked_bytes)
+
+    def _publish_usage(self, untracked: int) -> None:
+        self.metrics.memory_used.set(self.charged_bytes + untracked)
+        self.metrics.memory_untracked.set(untracked)

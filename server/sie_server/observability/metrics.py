@@ -80,7 +80,16 @@ class Metrics:
             registry=r,
         )
         self.memory_budget = Gauge("sie_memory_budget_bytes", "The memory budget for models", registry=r)
-        self.memory_used = Gauge("sie_memory_used_bytes", "Charged bytes of resident models", registry=r)
+        self.memory_used = Gauge(
+            "sie_memory_used_bytes",
+            "Memory counted against the budget: resident models' charges plus what the process holds beyond them",
+            registry=r,
+        )
+        self.memory_untracked = Gauge(
+            "sie_memory_untracked_bytes",
+            "What the process holds beyond its holding at start and its models' charges (caches, buffers, code)",
+            registry=r,
+        )
         self.model_loads = Counter("sie_model_loads", "Model loads started", ["model"], registry=r)
         self.model_evictions = Counter(
             "sie_model_evictions", "Models unloaded, by reason", ["model", "reason"], registry=r
