@@ -72,12 +72,10 @@ def gateway_settings(args: argparse.Namespace, environ: Mapping[str, str] | None
 
 
 def run_gateway(settings: GatewaySettings) -> int:
-    import uvicorn
-
-    from sie_server.cluster.gateway_app import create_gateway_app
+    from sie_server import serving
 
     logging.basicConfig(level=logging.DEBUG if settings.verbose else logging.INFO, format=LOG_FORMAT)
-    uvicorn.run(create_gateway_app(settings), host=settings.host, port=settings.port, log_level="info")
+    serving.run_gateway(settings)
     return 0
 
 

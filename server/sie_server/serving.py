@@ -1,10 +1,11 @@
-"""Running the app under uvicorn, with a drain on SIGTERM.
+"""Running an app under uvicorn, with a drain on SIGTERM: ``sie-server serve`` and ``sie-server gateway``.
 
 The first SIGTERM (or SIGINT) stops admitting work — ``/readyz`` answers 503 and work
-routes answer 503 QUEUE_FULL — and lets every accepted request finish; then the server
-exits with status 0. A drain lasts at most ``--drain-timeout-s``: work still unfinished then
-is failed with 503 QUEUE_FULL (a stream ends with an error event) and the server exits. A
-second signal exits at once, with status 0.
+routes answer 503 QUEUE_FULL — and lets every accepted request finish; then the process
+exits with status 0. A drain lasts at most ``--drain-timeout-s``: work unfinished then is
+failed with 503 QUEUE_FULL (a stream ends with an error event) and the process exits. A
+second signal exits at once, with status 0. What is drained is a ``drain.Drainable``: the
+engine's front door on the server, the gateway's service on the gateway.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ import logging
 import os
 import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 from fastapi import FastAPI
 
-from sie_server.compose import create_app
-from sie_server.engine.frontdoor import DRAIN_RETRY_AFTER_S, EngineFrontDoor
-from sie_server.engine.leftovers import fail_leftovers
-from sie_server.errors import QueueFull
-from sie_server.settings import Settings
+from sie_server.drain import Drainable, overdue
+from sie_server.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from sie_server.cluster.gateway_settings import GatewaySettings
+    from sie_server.settings import Settings
 
 log = logging.getLogger(__name__)
 # after the deadline, how long failed answers get to reach their callers before connections are cut
@@ -34,10 +37,13 @@ def _flush_logs() -> None:
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, state: EngineFrontDoor, drain_timeout_s: float | None = None):
+    def __init__(
+        self, config: uvicorn.Config, state: Drainable, drain_timeout_s: float | None = None, who: str = "server"
+    ):
         super().__init__(config)
         self.app_state = state
         self.drain_timeout_s = drain_timeout_s
+        self.who = who  # "server" or "gateway", in the messages callers get
         self.draining = False
         self.deadline: float | None = None
         self.overdue = False
@@ -55,13 +61,9 @@ class DrainingServer(uvicorn.Server):
 
     def _fail_overdue(self) -> None:
         self.overdue = True
-        message = (
-            f"the server shut down before this work finished (its drain lasts at most {self.drain_timeout_s:g}s, "
-            "--drain-timeout-s); retry on another server"
-        )
-        state = self.app_state
-        failed = fail_leftovers(state.scheduler, state.generation, QueueFull(message, retry_after=DRAIN_RETRY_AFTER_S))
-        log.warning("drain deadline passed: failed %d unfinished items and generations", failed)
+        assert self.drain_timeout_s is not None  # only a drain with a deadline gets here
+        failed = self.app_state.fail_unfinished(overdue(self.who, self.drain_timeout_s))
+        log.warning("drain deadline passed: failed %d unfinished pieces of work", failed)
         self.config.timeout_graceful_shutdown = ANSWER_GRACE_S
         self.deadline = time.monotonic() + ANSWER_GRACE_S  # then exit, answered or not
 
@@ -76,7 +78,7 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
 
-def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
+def uvicorn_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
     # An access-log line per request took ~8% of the event loop's time per request under 64
     # clients (formatting and writing it with the GIL held, which the forward pass then waits
     # for); --verbose turns it on, with the debug logs.
@@ -90,5 +92,14 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
 
 
 def run(settings: Settings) -> None:
+    from sie_server.compose import create_app  # the engine (and torch) only for `serve`
+
     app = create_app(settings)
     DrainingServer(uvicorn_config(app, settings), app.state.sie, settings.drain_timeout_s).run()
+
+
+def run_gateway(settings: GatewaySettings) -> None:
+    from sie_server.cluster.gateway_app import create_gateway_app
+
+    app = create_gateway_app(settings)
+    DrainingServer(uvicorn_config(app, settings), app.state.drain, settings.drain_timeout_s, who="gateway").run()

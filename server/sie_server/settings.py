@@ -117,6 +117,11 @@ class CommonSettings(CatalogSettings):
     max_queued_per_key: int | None = Field(
         default=None, ge=1, description="items one key may have in flight (429 RATE_LIMITED past it); unset: no limit"
     )
+    drain_timeout_s: float = Field(
+        default=90.0,
+        gt=0,
+        description="longest drain after SIGTERM: work unfinished then is failed with 503 and the process exits",
+    )
 
     @field_validator("api_keys", "admin_keys", mode="after")
     @classmethod
@@ -165,11 +170,6 @@ class Settings(CommonSettings):
     )
     batch_max_tokens: int | None = Field(
         default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less; 0: no cap"
-    )
-    drain_timeout_s: float = Field(
-        default=90.0,
-        gt=0,
-        description="longest drain after SIGTERM: work unfinished then is failed with 503 and the server exits",
     )
 
     @field_validator("cpu_precision", mode="before")

@@ -41,6 +41,7 @@ def create_gateway_app(settings: GatewaySettings) -> FastAPI:
     guarded, quota = with_quota(service, settings.max_queued_per_key)
     app = create_api(guarded, title="SIE gateway", lifespan=lifespan)
     app.state.gateway = gateway
+    app.state.drain = service  # what serving.DrainingServer drains
     app.add_exception_handler(NoWorkerYet, _no_worker_yet)
     app.add_middleware(RequestMetrics, recorder=service)
     app.add_middleware(ApiKeys, access=Access.from_settings(settings), quota=quota)

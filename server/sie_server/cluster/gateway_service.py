@@ -1,6 +1,9 @@
 """The routes' ``Service`` on a gateway: each request becomes work for its pool's queue workers,
 their answers come back typed, and encode/extract requests split into slices are merged back in
-item order. The gateway holds no model; validation happened in the shared routes already."""
+item order. The gateway holds no model; validation happened in the shared routes already.
+
+It is also what a drain reads (``drain.Drainable``): while draining, new work is refused; at the
+deadline every wait on a worker still under way is failed (``cluster/gateway_waits.py``)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from pydantic import BaseModel
 from sie_server.catalog.info import catalog_info
 from sie_server.catalog.schema import ModelConfig
 from sie_server.cluster.gateway import Call, Gateway
+from sie_server.cluster.gateway_waits import Waits
 from sie_server.cluster.streams import Reply
 from sie_server.contract import codec, envelope
 from sie_server.contract import headers as h
@@ -35,6 +39,7 @@ from sie_server.contract.responses import (
     Timing,
     Usage,
 )
+from sie_server.drain import shutting_down
 from sie_server.errors import InvalidInput, SIEError
 
 R = TypeVar("R", bound=BaseModel)
@@ -75,9 +80,9 @@ def _timing(parts: list[Timing]) -> Timing:
 class GatewayStream:
     """A generation on a worker, read back from its server-sent events."""
 
-    def __init__(self, model: str, gateway: Gateway, call: Call, first: Reply):
+    def __init__(self, model: str, gateway: Gateway, call: Call, first: Reply, waits: Waits):
         self.model = model
-        self._gateway, self._call, self._first = gateway, call, first
+        self._gateway, self._call, self._first, self._waits = gateway, call, first, waits
         self._parts: list[str] = []
         self._reason: str | None = None
         self._usage = Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
@@ -87,8 +92,13 @@ class GatewayStream:
     async def _read(self) -> AsyncGenerator[str, None]:
         buffer = b""
         bodies = self._gateway.rest_of_stream(self._call, self._first)
+        parts = _prepend(self._first.body, bodies)
         try:
-            async for body in _prepend(self._first.body, bodies):
+            while True:
+                with self._waits.watch():  # a drain past its deadline ends the stream here
+                    body = await anext(parts, None)
+                if body is None:
+                    break
                 buffer += body
                 while b"\n\n" in buffer:
                     event, buffer = buffer.split(b"\n\n", 1)
@@ -105,6 +115,7 @@ class GatewayStream:
                         self._parts.append(chunk.text)
                         yield chunk.text
         finally:
+            await parts.aclose()
             await bodies.aclose()
 
     def deltas(self) -> AsyncIterator[str]:
@@ -134,7 +145,7 @@ class GatewayStream:
         return self._usage
 
 
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     yield first
     async for part in rest:
         yield part
@@ -145,8 +156,19 @@ class GatewayService:
         self.gateway = gateway
         s = gateway.settings
         self.limits = s.limits
+        self.draining = False
+        self.inflight = 0  # work requests being answered (kept by the metrics middleware)
+        self.waits = Waits()
+
+    def idle(self) -> bool:
+        return self.inflight == 0
+
+    def fail_unfinished(self, error: SIEError) -> int:
+        return self.waits.fail(error)
 
     def resolve(self, model_id: str) -> ModelConfig:
+        if self.draining:
+            raise shutting_down("gateway")
         return contract_models.resolve(self.gateway.settings.catalog, model_id)
 
     async def _pool(self, model: ModelConfig, call: CallOptions) -> str:
@@ -170,11 +192,12 @@ class GatewayService:
         )
 
     async def _ask(self, model: ModelConfig, task: str, request: BaseModel, answer: type[R], call: CallOptions) -> R:
-        sent = await self._send(model, task, request, call)
-        try:
-            reply = await self.gateway.receive(sent)
-        finally:
-            await self.gateway.close(sent)
+        with self.waits.watch():
+            sent = await self._send(model, task, request, call)
+            try:
+                reply = await self.gateway.receive(sent)
+            finally:
+                await self.gateway.close(sent)
         return answer.model_validate(_answer(reply))
 
     def _slices(self, items: list[ItemIn]) -> list[list[ItemIn]]:
@@ -207,17 +230,18 @@ class GatewayService:
         return await self._ask(model, "score", request, ScoreResponse, call)
 
     async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> GatewayStream:
-        sent = await self._send(model, "generate", request.model_copy(update={"stream": True}), call)
-        try:
-            first = await self.gateway.receive(sent)
-        except BaseException:
-            await self.gateway.close(sent)
-            raise
+        with self.waits.watch():
+            sent = await self._send(model, "generate", request.model_copy(update={"stream": True}), call)
+            try:
+                first = await self.gateway.receive(sent)
+            except BaseException:
+                await self.gateway.close(sent)
+                raise
         if not first.more:  # a whole answer: the worker refused before streaming
             await self.gateway.close(sent)
             _answer(first)
             raise InvalidInput(f"the worker answered {first.status} without a stream")
-        return GatewayStream(model.id, self.gateway, sent, first)
+        return GatewayStream(model.id, self.gateway, sent, first, self.waits)
 
     def _info(self, config: ModelConfig) -> GatewayModelInfo:
         """The catalog's facts, overlaid with what the most useful worker report says (loaded first)."""
@@ -242,6 +266,8 @@ class GatewayService:
         raise InvalidInput("a gateway holds no models; ask a worker's /v1/memory", status=404)
 
     def readiness(self) -> Readiness:
+        if self.draining:
+            return Readiness(status="draining")
         nc = self.gateway.nc
         return Readiness(status="ready" if nc is not None and nc.is_connected else "starting")
 
@@ -251,9 +277,10 @@ class GatewayService:
     # the metrics middleware's recorder
 
     def started(self) -> None:
-        pass
+        self.inflight += 1
 
     def finished(self, model: str | None, task: str | None, status: str, seconds: float) -> None:
+        self.inflight -= 1
         if task is None:
             return
         self.gateway.metrics.requests.labels(task, status).inc()

@@ -28,18 +28,18 @@ from sie_server.contract.responses import (
     Usage,
 )
 from sie_server.cpu_features import detect
+from sie_server.drain import shutting_down
 from sie_server.engine import service as engine
 from sie_server.engine.generation import GenerationService, SamplingParams, Sequence, usage
+from sie_server.engine.leftovers import fail_leftovers
 from sie_server.engine.model_report import memory_report, model_info
 from sie_server.engine.outputs import encoded_item
 from sie_server.engine.scheduler import Scheduler
-from sie_server.errors import QueueFull
+from sie_server.errors import SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics
 from sie_server.observability.requests import RequestCounter
 from sie_server.settings import Settings
-
-DRAIN_RETRY_AFTER_S = 5.0
 
 
 def _input(item: ItemIn, item_id: str) -> engine.TextInput:
@@ -125,9 +125,13 @@ class EngineFrontDoor:
             and not any(loop.busy for loop in self.generation.loops.values())
         )
 
+    def fail_unfinished(self, error: SIEError) -> int:
+        """The drain's deadline passed: queued and running items and generations get ``error``."""
+        return fail_leftovers(self.scheduler, self.generation, error)
+
     def resolve(self, model_id: str) -> ModelConfig:
         if self.draining:
-            raise QueueFull("the server is shutting down and accepts no new work", retry_after=DRAIN_RETRY_AFTER_S)
+            raise shutting_down("server")
         return contract_models.resolve(self.catalog, model_id)
 
     async def encode(self, model: ModelConfig, request: EncodeRequest, call: CallOptions) -> EncodeResponse:
