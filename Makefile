@@ -80,3 +80,8 @@ clean:
 .PHONY: sync-client
 sync-client: | $(BIN)/python
 	$(BIN)/python scripts/gen_sync_client.py
+
+## make catalog-table: regenerate the README's model table from configs/models/*.yaml
+.PHONY: catalog-table
+catalog-table: install
+	$(BIN)/python scripts/gen_catalog_table.py
