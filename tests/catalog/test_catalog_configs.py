@@ -89,7 +89,9 @@ def test_declared_dims_agree_with_the_architecture() -> None:
         config = load(path)
         arch, encode = config.architecture, config.tasks.encode
         assert arch is not None
-        if config.adapter in {"embedding", "bge_m3"} or (config.adapter == "clip" and arch.model_type == "siglip"):
+        if config.adapter in {"embedding", "decoder_embedding", "bge_m3"} or (
+            config.adapter == "clip" and arch.model_type == "siglip"
+        ):
             assert encode is not None and encode.dense is not None
             assert encode.dense.dim == arch.hidden_size, config.id
         if config.adapter == "bge_m3":
@@ -157,6 +159,27 @@ def check_embedding(adapter: Any, config: ModelConfig) -> None:
     for is_query in (False, True):
         for result in _encode(adapter, config, is_query):
             _dense(result["dense"], config.tasks.encode.dense.dim, config.runtime.normalize)
+
+
+def check_decoder_embedding(adapter: Any, config: ModelConfig) -> None:
+    """As any embedder; and every text, query or document, ends with the token whose state is pooled."""
+    check_embedding(adapter, config)
+    token = config.runtime.append_token
+    if token is not None:
+        eos = adapter.tokenizer.token_to_id(token)
+        for is_query in (False, True):
+            assert all(
+                t.input_ids[-1] == eos for t in adapter.encode_tokens(TEXTS, is_query=is_query, instruction=None)
+            )
+
+
+def check_llm_reranker(adapter: Any, config: ModelConfig) -> None:
+    """One score per pair; with a no token the score is P(yes), a probability."""
+    scores = adapter.run(adapter.tokenize_pairs("invoice total", TEXTS), ScoreOptions())
+    assert len(scores) == len(TEXTS)
+    assert all(isinstance(s, float) and np.isfinite(s) for s in scores)
+    if config.runtime.no_token is not None:
+        assert all(0.0 < s < 1.0 for s in scores)
 
 
 def check_splade(adapter: Any, config: ModelConfig) -> None:
@@ -228,6 +251,8 @@ def check_causal_lm(adapter: Any, config: ModelConfig) -> None:
 
 CHECKS: dict[str, Callable[[Any, ModelConfig], None]] = {
     "embedding": check_embedding,
+    "decoder_embedding": check_decoder_embedding,
+    "llm_reranker": check_llm_reranker,
     "splade": check_splade,
     "colbert": check_colbert,
     "bge_m3": check_bge_m3,

@@ -21,7 +21,7 @@ ROBERTA_STYLE = frozenset({"xlm-roberta", "mpnet"})
 #: the architectures whose tokenizers emit token type ids (the others' models take none)
 TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
 ENCODERS = frozenset({"bert", "xlm-roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
-DECODERS = frozenset({"llama", "qwen2", "qwen3"})
+DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma"})
 IMAGE_TEXT = frozenset({"clip", "siglip"})
 SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT
 CHAT_TEMPLATE = (
@@ -40,6 +40,7 @@ class Spec:
     max_positions: int
     vocab_size: int | None = None  # SPLADE: the output is the vocabulary
     projection: int | None = None  # ColBERT token projection, CLIP joint space
+    extra_tokens: tuple[str, ...] = ()  # single tokens the config names (an appended EOS, an LLM reranker's yes/no)
 
 
 def spec_for(config: ModelConfig) -> Spec:
@@ -53,7 +54,18 @@ def spec_for(config: ModelConfig) -> Spec:
         projection = encode.multivector.dim
     if config.adapter == "clip" and encode and encode.dense:
         projection = encode.dense.dim
-    return Spec(config.adapter, arch.model_type, arch.hidden_size, config.max_sequence_length, vocab, projection)
+    extra = _extra_tokens(config)
+    return Spec(config.adapter, arch.model_type, arch.hidden_size, config.max_sequence_length, vocab, projection, extra)
+
+
+def _extra_tokens(config: ModelConfig) -> tuple[str, ...]:
+    """Tokens the config expects its tokenizer to hold as one token each (decoder embedders, LLM rerankers)."""
+    runtime = config.runtime
+    if config.adapter == "decoder_embedding" and runtime.append_token:
+        return (runtime.append_token,)
+    if config.adapter == "llm_reranker":
+        return tuple(t for t in (runtime.no_token, runtime.yes_token) if t)
+    return ()
 
 
 def build(spec: Spec, folder: Path) -> Path:
@@ -70,6 +82,9 @@ def build(spec: Spec, folder: Path) -> Path:
         return _image_text(spec, folder)
     vocab = tokens(spec.model_type, spec.vocab_size)
     tokenizer = save_tokenizer(folder, vocab, spec.model_type, chat=spec.model_type in DECODERS)
+    if spec.extra_tokens:
+        tokenizer = _add_tokens(folder, tokenizer, spec.extra_tokens)
+        vocab = [*vocab, *(t for t in spec.extra_tokens if t not in vocab)]
     config = model_config(spec.model_type, spec.hidden, len(vocab), spec.max_positions)
     model = _model_class(spec.adapter).from_config(config).eval()
     if spec.model_type in DECODERS:
@@ -188,6 +203,10 @@ def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: i
         return tf.Qwen2Config(**decoder)
     if model_type == "qwen3":
         return tf.Qwen3Config(**decoder, head_dim=hidden // HEADS)
+    if model_type == "mistral":
+        return tf.MistralConfig(**decoder, head_dim=hidden // HEADS)
+    if model_type == "gemma":
+        return tf.GemmaConfig(**decoder, head_dim=hidden // HEADS)
     raise ValueError(f"no tiny config for model_type {model_type!r}")
 
 
@@ -198,7 +217,15 @@ def _model_class(adapter: str) -> Any:
         "cross_encoder": tf.AutoModelForSequenceClassification,
         "splade": tf.AutoModelForMaskedLM,
         "causal_lm": tf.AutoModelForCausalLM,
+        "llm_reranker": tf.AutoModelForCausalLM,
     }.get(adapter, tf.AutoModel)
+
+
+def _add_tokens(folder: Path, tokenizer: Any, words: tuple[str, ...]) -> Any:
+    """``words`` added to the saved tokenizer as whole tokens (matched before WordPiece splits them)."""
+    tokenizer.add_tokens([w for w in words if tokenizer.convert_tokens_to_ids(w) == tokenizer.unk_token_id])
+    tokenizer.save_pretrained(folder)
+    return tokenizer
 
 
 def _add_colbert_projection(folder: Path, dim: int, hidden: int) -> None:

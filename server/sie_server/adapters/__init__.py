@@ -13,7 +13,9 @@ from sie_server.catalog.schema import ModelConfig, Profile
 
 _FAMILIES: dict[str, tuple[str, str]] = {
     "embedding": ("sie_server.adapters.embedding", "EmbeddingAdapter"),
+    "decoder_embedding": ("sie_server.adapters.decoder_embedding", "DecoderEmbeddingAdapter"),
     "cross_encoder": ("sie_server.adapters.cross_encoder", "CrossEncoderAdapter"),
+    "llm_reranker": ("sie_server.adapters.llm_reranker", "LlmRerankerAdapter"),
     "causal_lm": ("sie_server.adapters.causal_lm", "CausalLMAdapter"),
     "splade": ("sie_server.adapters.splade", "SpladeAdapter"),
     "colbert": ("sie_server.adapters.colbert", "ColbertAdapter"),

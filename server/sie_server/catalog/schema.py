@@ -12,7 +12,9 @@ _CUSTOM_ADAPTER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # family -> (tasks it must declare, tasks it may declare)
 FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "embedding": (frozenset({"encode"}), frozenset({"encode", "score"})),
+    "decoder_embedding": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "cross_encoder": (frozenset({"score"}), frozenset({"score"})),
+    "llm_reranker": (frozenset({"score"}), frozenset({"score"})),
     "splade": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "colbert": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "bge_m3": (frozenset({"encode"}), frozenset({"encode", "score"})),
@@ -22,7 +24,9 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 SCORE_MODES = {
     "embedding": "bi_encoder",
+    "decoder_embedding": "bi_encoder",
     "cross_encoder": "cross_encoder",
+    "llm_reranker": "cross_encoder",
     "splade": "sparse_dot",
     "colbert": "maxsim",
     "bge_m3": "bi_encoder",
@@ -125,6 +129,29 @@ class Runtime(Strict):
     activation: Literal["none", "sigmoid"] = Field(
         default="none", description="cross-encoders: applied to the logit before it is returned"
     )
+    default_instruction: str | None = Field(
+        default=None,
+        description="the instruction put into instruction_template (embedders: queries only) or prompt_template "
+        "(LLM rerankers) when a request gives none",
+    )
+    # decoder embedders (adapter decoder_embedding): last-token pooling over a trailing EOS
+    append_token: str | None = Field(
+        default=None,
+        description="decoder embedders: a token appended to every text unless the tokenizer already ends it "
+        "with that token (the EOS whose hidden state is pooled, e.g. <|endoftext|> or </s>)",
+    )
+    # LLM rerankers (adapter llm_reranker): relevance from the next-token logits after a prompt
+    prompt_template: str = Field(
+        default="{query}\n{document}\n{instruction}",
+        description="LLM rerankers: one prompt per pair, tokenized as it is (special tokens such as <|im_start|> "
+        "written in it are recognised); {instruction}, {query} and {document} are filled in",
+    )
+    yes_token: str = Field(default="yes", description="LLM rerankers: the word whose logit means relevant")
+    no_token: str | None = Field(
+        default=None,
+        description="LLM rerankers: with it, the score is P(yes) = softmax over the [no, yes] logits; without it, "
+        "the yes logit (through `activation`)",
+    )
     # ColBERT: marker tokens put after [CLS], query padding with [MASK] to a fixed length, punctuation masking
     query_marker: str | None = None
     doc_marker: str | None = None
@@ -224,7 +251,9 @@ class ModelConfig(Strict):
                 raise ValueError(f"a {self.adapter} model scores with mode: {mode}")
         elif not _CUSTOM_ADAPTER.match(self.adapter):
             raise ValueError(f"adapter must be one of {sorted(FAMILIES)} or 'package.module:Class'")
-        if self.adapter == "embedding" and (self.tasks.encode is None or self.tasks.encode.dense is None):
+        if self.adapter in {"embedding", "decoder_embedding"} and (
+            self.tasks.encode is None or self.tasks.encode.dense is None
+        ):
             raise ValueError("an embedding model declares tasks.encode.dense")
         return self
 
