@@ -12,18 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from sie_server.catalog.schema import ModelConfig
+from tests.helpers.tiny_colvision import KINDS as COLVISION
+from tests.helpers.tiny_colvision import build_colvision
 from tests.helpers.tiny_models import vocabulary
 
 HEADS = 4
 FFN = 64
 #: architectures whose position ids start after the padding index (RoBERTa style): two extra positions
-ROBERTA_STYLE = frozenset({"xlm-roberta", "mpnet"})
+ROBERTA_STYLE = frozenset({"xlm-roberta", "roberta", "mpnet"})
 #: the architectures whose tokenizers emit token type ids (the others' models take none)
 TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
-ENCODERS = frozenset({"bert", "xlm-roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
+ENCODERS = frozenset({"bert", "xlm-roberta", "roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
 DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma"})
 IMAGE_TEXT = frozenset({"clip", "siglip"})
-SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT
+SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -54,6 +56,8 @@ def spec_for(config: ModelConfig) -> Spec:
         projection = encode.multivector.dim
     if config.adapter == "clip" and encode and encode.dense:
         projection = encode.dense.dim
+    if config.adapter == "colpali" and encode and encode.multivector:
+        projection = encode.multivector.dim
     extra = _extra_tokens(config)
     return Spec(config.adapter, arch.model_type, arch.hidden_size, config.max_sequence_length, vocab, projection, extra)
 
@@ -80,6 +84,8 @@ def build(spec: Spec, folder: Path) -> Path:
         return _gliner(spec, folder)
     if spec.model_type in IMAGE_TEXT:
         return _image_text(spec, folder)
+    if spec.model_type in COLVISION:
+        return build_colvision(spec.model_type, spec.hidden, spec.projection or 128, folder)
     vocab = tokens(spec.model_type, spec.vocab_size)
     tokenizer = save_tokenizer(folder, vocab, spec.model_type, chat=spec.model_type in DECODERS)
     if spec.extra_tokens:
@@ -155,6 +161,10 @@ def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: i
         return tf.BertConfig(**common, max_position_embeddings=max_positions, pad_token_id=0)
     if model_type == "xlm-roberta":
         return tf.XLMRobertaConfig(
+            **common, max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2
+        )
+    if model_type == "roberta":
+        return tf.RobertaConfig(
             **common, max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2
         )
     if model_type == "mpnet":
