@@ -163,3 +163,42 @@ def test_requests_in_flight_while_nats_stays_away_get_503_with_retry_after(
         after = wait_until(lambda: _encode(gateway.url, TINY), timeout=30, message="no request succeeded after")
         assert after.status_code == 200
     _clean(*logs)
+
+
+def test_answers_lost_while_the_gateway_was_away_are_sent_again_not_run_again(
+    cluster_catalog: Path, nats: Nats, tmp_path: Path
+) -> None:
+    logs = tmp_path / "w.log", tmp_path / "gw.log"
+    relay = TcpCut(nats.port)  # the gateway reaches NATS only through it
+    w = worker(cluster_catalog, nats.url, logs[0], "--preload", SLOW)
+    calls, items = 6, 64
+    try:
+        with running(w, Gateway(cluster_catalog, f"nats://127.0.0.1:{relay.port}", log=logs[1])) as (_, gateway):
+
+            def answered() -> float:  # work messages answered (the gateway splits a call's items into several)
+                return scrape(w.url, "sie_requests_total", model=SLOW, task="encode", status="ok", absent_as_zero=True)
+
+            async def scenario() -> tuple[list[httpx.Response], float]:
+                async with httpx.AsyncClient(base_url=gateway.url, timeout=BOUND_S) as client:
+                    posted = _post_all(client, [_body(f"l{k}", items) for k in range(calls)])
+                    await async_wait_until(
+                        lambda: scrape(w.url, "sie_batch_items_count", model=SLOW, absent_as_zero=True) >= 1,
+                        timeout=60, message="the worker never ran a batch")  # fmt: skip
+                    relay.cut()  # the worker answers while the gateway is away: those answers are lost
+                    assert nats.stream(STREAM).get("messages"), "all work was answered before the gateway went away"
+                    await async_wait_until(lambda: nats.stream(STREAM).get("messages") == 0, timeout=30,
+                                           message="the worker never answered all the work")  # fmt: skip
+                    ran = answered()  # every work message answered (acked after its answer went out)
+                    relay.mend()  # back within the gateway's 10 s grace: it asks for the lost answers
+                    return list(await asyncio.gather(*posted)), ran
+
+            answers, ran = asyncio.run(scenario())
+            assert [a.status_code for a in answers] == [200] * calls, [a.text[:200] for a in answers]
+            assert all(len(a.json()["items"]) == items for a in answers)
+            # each call ran once on the worker: the lost answers came from its memory, not a second run
+            assert scrape(w.url, "sie_batch_items_sum", model=SLOW) == calls * items
+            assert answered() == ran
+            assert "sent it again" in logs[0].read_text()
+    finally:
+        relay.close()
+    _clean(*logs)

@@ -12,8 +12,11 @@ no model, and exports the pending work per stream as a metric to scale on.
 Across a lost NATS connection: a call waiting for its answer fails with 503 QUEUE_FULL and
 Retry-After once the connection has been away for ``RECONNECT_GRACE_S``; when it comes back
 sooner, each call still unanswered watches its work message, and if a worker took it (it is
-gone from the stream) but the answer was lost with the connection, sends it again. The first
-answer to a call wins; any later one (a redelivery, a resend) is dropped and counted.
+gone from the stream) but the answer was lost with the connection, first asks the pool's workers
+whether one of them still has the answer (a worker remembers its recent answers and sends it
+again, or has the call in hand) and sends the work again only when none does, so the work does
+not run twice. The first answer to a call wins; any later one (a redelivery, a resend) is dropped
+and counted, and a second streamed answer's worker is told to stop (a cancel naming its attempt).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ BUSY_INFLIGHT = 192  # a holder with this much work in hand is not preferred
 RECONNECT_GRACE_S = 10.0  # calls waiting while NATS is away this long fail with 503 + Retry-After
 REPLY_GRACE_S = 2.0  # taken work whose answer has not come this long after is sent again
 RECENT_ANSWERS = 65536  # answered calls remembered, to tell a duplicate answer from a late one
+ASK_TIMEOUT_S = 1.0  # how long the pool's workers have to say one of them has a lost answer
 
 
 class GatewayMetrics:
@@ -149,6 +153,9 @@ class Gateway:
         call = self.calls.get(msg.subject)
         if call is None:
             self.metrics.dropped.labels("duplicate" if msg.subject in self._answered else "late").inc()
+            reply = Reply.unpack(msg.data)
+            if reply.more and reply.attempt:  # a streamed answer nobody reads: its worker stops generating
+                await self._cancel(msg.subject, reply.attempt)
             return
         call.answered = True
         call.replies.put_nowait(Reply.unpack(msg.data))
@@ -285,7 +292,25 @@ class Gateway:
             log.warning("work on %s was taken but its answer was lost with the NATS connection; sending it again",
                         call.pool)  # fmt: skip
             call.in_doubt, call.gone_since = False, None
+            if await self._answer_kept(call):
+                return
             await self._publish(call, uuid.uuid4().hex)
+
+    async def _answer_kept(self, call: Call) -> bool:
+        """Whether a worker of the call's pool answered it lately and sends the answer again, or has it in
+        hand (so sending the work again would run it twice)."""
+        ask = json.dumps({"resend": call.reply_to}).encode()
+        try:
+            await self.nc.request(streams.CONTROL_SUBJECT.format(pool=call.pool), ask, timeout=ASK_TIMEOUT_S)
+        except Exception:  # no worker has it (none answered in time, or none listens)
+            return False
+        log.info("a worker of %s had the answer lost with the NATS connection; not sending the work again", call.pool)
+        return True
+
+    async def _cancel(self, reply_to: str, attempt: str = "") -> None:
+        """Tell the worker streaming this attempt of a call (every attempt, when empty) to stop."""
+        with contextlib.suppress(Exception):
+            await self.nc.publish(streams.cancel_subject(reply_to), attempt.encode())
 
     async def _work_taken(self, call: Call) -> bool:
         """Whether the call's work message has left its stream (acknowledged by a worker, or lost)."""
@@ -325,7 +350,7 @@ class Gateway:
         caller has already seen part of the answer), QUEUE_FULL if a part went missing (lost
         with a NATS connection: the text would have a hole); tells the worker to stop if the
         caller leaves first or the stream fails."""
-        finished, last = False, first.part
+        finished, last, stopped = False, first.part, {first.source}
         try:
             while True:
                 try:
@@ -337,7 +362,10 @@ class Gateway:
                     raise InferenceError("the worker streaming this answer stopped") from None
                 if reply.source != first.source:
                     self.metrics.dropped.labels("duplicate").inc()
-                    continue  # another worker's (or another delivery's) answer to the same call
+                    if reply.attempt and reply.source not in stopped:  # another worker's (or delivery's) stream
+                        stopped.add(reply.source)
+                        await self._cancel(call.reply_to, reply.attempt)
+                    continue
                 if last and reply.part != last + 1:
                     raise QueueFull("part of this streamed answer was lost with the connection to the work queue "
                                     "(NATS); retry", retry_after=2)  # fmt: skip
@@ -348,6 +376,5 @@ class Gateway:
                     return
         finally:
             if not finished:
-                with contextlib.suppress(Exception):
-                    await self.nc.publish(streams.cancel_subject(call.reply_to), b"")
+                await self._cancel(call.reply_to)
             await self.close(call)

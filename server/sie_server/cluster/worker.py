@@ -17,6 +17,11 @@ and go out when the connection is back (if the buffer is full, or the connection
 message stays unacked and is redelivered). Each handling of a delivery answers under its own
 ``attempt``, so the gateway keeps the first answer to a call and drops any other. After a
 reconnect the worker makes sure its streams and consumers still exist.
+
+A worker remembers the answers it gave lately (cluster/answers.py): a second copy of a call it
+answered (a redelivery, or the gateway sending the call again because the answer was lost) is
+answered from memory, not run again, and a gateway may ask the pool for such an answer first.
+A streamed answer's cancel names the attempt to stop (empty: every attempt of the call).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import uuid
 from typing import Any
 
 from sie_server.cluster import nats_connection, streams
+from sie_server.cluster.answers import RecentAnswers
 from sie_server.cluster.asgi_call import call_app
 from sie_server.cluster.streams import Reply
 from sie_server.contract import envelope
@@ -73,6 +79,7 @@ class QueueWorker:
         self._last_beat: dict[str, str] = {}
         self._interactive_backlog = False
         self._restoring: asyncio.Task[None] | None = None
+        self.answers = RecentAnswers()
 
     async def run(self) -> None:
         state = self.app.state.sie
@@ -178,16 +185,42 @@ class QueueWorker:
             return
         from nats.errors import Error as NatsError
 
+        reply_to = headers.get(streams.REPLY_TO, "")
+        if await self._answered_before(msg, reply_to):
+            return
         keepalive = asyncio.get_running_loop().create_task(self._keep_alive(msg))
+        self.answers.begin(reply_to, msg.metadata.sequence.stream)
+        complete = False
         try:
-            await self._answer(msg, headers, uuid.uuid4().hex[:12])
+            complete = await self._answer(msg, headers, uuid.uuid4().hex[:12])
         except NatsError as exc:  # the answer could not go out: unacked, the work is redelivered
             log.warning("worker %s: could not answer (%s); the work will be redelivered", self.id,
                         nats_connection.describe(exc))  # fmt: skip
         finally:
             keepalive.cancel()
+            self.answers.end(reply_to, complete=complete)
 
-    async def _answer(self, msg: Any, headers: dict[str, str], attempt: str) -> None:
+    async def _answered_before(self, msg: Any, reply_to: str) -> bool:
+        """A copy of a call answered here lately gets that answer again, not a second run; a copy of one
+        in hand here now is left to it (a redelivery of the same message: the first one's ack settles it;
+        another copy, a resend: acked now)."""
+        in_hand = self.answers.working(reply_to)
+        if in_hand is not None:
+            if in_hand != msg.metadata.sequence.stream:
+                await msg.ack()
+            log.info("worker %s: a copy of a call in hand here was not run again", self.id)
+            return True
+        parts = self.answers.replay(reply_to)
+        if parts is None:
+            return False
+        for packed in parts:
+            await self.nc.publish(reply_to, packed)
+        await msg.ack()
+        log.info("worker %s: a copy of a call answered here was answered again from memory", self.id)
+        return True
+
+    async def _answer(self, msg: Any, headers: dict[str, str], attempt: str) -> bool:
+        """Run the call and publish its answer; whether all of it went out (a stream the caller left: not)."""
         body = msg.data
         if streams.BODY_REF in headers:
             body = (await self.store.get(headers[streams.BODY_REF])).data
@@ -208,14 +241,15 @@ class QueueWorker:
             await self._reply(reply_to, Reply(response.status, kept, await response.read(), worker=self.id,
                                               attempt=attempt))  # fmt: skip
             await msg.ack()
-            return
+            return True
         left = asyncio.Event()
 
-        async def on_cancel(_: Any) -> None:
-            left.set()
+        async def on_cancel(cancel: Any) -> None:
+            if not cancel.data or cancel.data == attempt.encode():  # this attempt, or every one
+                left.set()
 
         cancel = await self.nc.subscribe(streams.cancel_subject(reply_to), cb=on_cancel)
-        acked, number = False, 0
+        acked, number, complete = False, 0, False
         try:
             async for part in response.parts:
                 if left.is_set():  # the caller left: stop generating (the app sees its client go)
@@ -229,11 +263,13 @@ class QueueWorker:
             else:
                 await self._reply(reply_to, Reply(response.status, kept, b"", worker=self.id, attempt=attempt,
                                                   part=number + 1))  # fmt: skip
+                complete = True
         finally:
             await response.parts.aclose()
             await cancel.unsubscribe()
         if not acked:
             await msg.ack()
+        return complete
 
     async def _reply(self, reply_to: str, reply: Reply) -> None:
         await self._beat(only_if_changed=True)  # the gateway learns of a load or a failure before the answer
@@ -244,6 +280,7 @@ class QueueWorker:
             reply.body = b""
             packed = reply.pack()
         await self.nc.publish(reply_to, packed)
+        self.answers.add(reply_to, packed)
 
     async def _dead_letter(self, msg: Any, delivered: int) -> None:
         headers = msg.headers or {}
@@ -255,6 +292,17 @@ class QueueWorker:
         error_headers = {**envelope.error_headers(error.code.value), h.CONTENT_TYPE: "application/json"}
         await self._reply(headers.get(streams.REPLY_TO, ""), Reply(500, error_headers, body, worker=self.id))
         await msg.term()
+
+    async def _resend(self, msg: Any, reply_to: str) -> None:
+        parts = self.answers.replay(reply_to)
+        if parts is None and self.answers.working(reply_to) is None:
+            return
+        for packed in parts or []:
+            await self.nc.publish(reply_to, packed)
+        log.info("worker %s: a gateway asked for an answer it lost; %s", self.id,
+                 "sent it again" if parts else "the call is in hand here")  # fmt: skip
+        if msg.reply:
+            await self.nc.publish(msg.reply, Reply(200, worker=self.id).pack())
 
     async def _keep_alive(self, msg: Any) -> None:
         while True:
@@ -282,8 +330,13 @@ class QueueWorker:
             await self.nc.publish(streams.HEARTBEAT_SUBJECT.format(pool=self.pool), json.dumps(beat).encode())
 
     async def _on_control(self, msg: Any) -> None:
-        """``{"reload": id}`` from a gateway: clear a failed load and load again, as POST .../reload does."""
+        """``{"reload": id}`` from a gateway: clear a failed load and load again, as POST .../reload does.
+        ``{"resend": reply subject}``: if this worker answered that call lately, send the answer again
+        and say so; if it has the call in hand, say so; else stay silent (another worker may answer)."""
         command = json.loads(msg.data)
+        if "resend" in command:
+            await self._resend(msg, str(command["resend"]))
+            return
         if "reload" not in command:
             return
         token = {h.QUEUE_TOKEN: self.app.state.sie.queue_token}
