@@ -26,8 +26,23 @@ NAMESPACE = "ml"
 STUB_NATS_VERSION = "1.3.0"
 
 
-def chart_copy(destination: Path) -> Path:
-    """A copy of the chart with a stand-in NATS subchart in charts/."""
+# A stand-in NATS template that evaluates the secret names in nats.container.env the way the official
+# chart evaluates a `$tplYaml` value: `tpl` with the NATS chart's own context (its values and global).
+NATS_ENV_PROBE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: nats-env-probe
+data:
+  {{- range $name, $env := .Values.container.env }}
+  {{ $name }}: {{ tpl (index $env.valueFrom.secretKeyRef.name "$tplYaml") $ | quote }}
+  {{- end }}
+"""
+
+
+def chart_copy(destination: Path, *, nats_env_probe: bool = False) -> Path:
+    """A copy of the chart with a stand-in NATS subchart in charts/ (``nats_env_probe``: one that renders
+    the Secret names the NATS container reads its login from, as ConfigMap nats-env-probe)."""
     target = destination / "sie"
     shutil.copytree(CHART, target, ignore=shutil.ignore_patterns("charts", "Chart.lock"))
     stub = target / "charts" / "nats"
@@ -36,6 +51,9 @@ def chart_copy(destination: Path) -> Path:
         f"apiVersion: v2\nname: nats\nversion: {STUB_NATS_VERSION}\ndescription: stand-in for the NATS chart\n"
     )
     (stub / "values.yaml").write_text("{}\n")
+    if nats_env_probe:
+        (stub / "templates").mkdir()
+        (stub / "templates" / "probe.yaml").write_text(NATS_ENV_PROBE)
     return target
 
 

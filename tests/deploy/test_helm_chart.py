@@ -149,7 +149,7 @@ def test_expected_objects(case: tuple[str, Rendered]) -> None:
         expected += [("ServiceMonitor", f"{full}-gateway"), ("ServiceMonitor", f"{full}-worker")]
     if values["auth"]["tokens"] and not values["auth"]["existingSecret"]:
         expected.append(("Secret", f"{full}-auth"))
-    if values["natsAuth"]["user"] and not values["natsAuth"]["existingSecret"]:
+    if values["natsAuth"]["user"] and not values["global"]["natsAuth"]["existingSecret"]:
         expected.append(("Secret", f"{RELEASE}-nats-auth"))
     if values["catalog"]["models"]:
         expected.append(("ConfigMap", f"{full}-catalog"))

@@ -1,5 +1,6 @@
 """deploy/helm/sie runs NATS with a login: the bundled NATS reads it from a Secret, and the gateway
-and every worker get it from the same Secret under the names sie_server reads."""
+and every worker get it from the same Secret under the names sie_server reads; a Secret of your own
+(global.natsAuth.existingSecret) is named once and reaches all three."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from sie_server.cluster import nats_connection
-from tests.deploy.chart import CHART, RELEASE, Rendered, container, render
+from tests.deploy.chart import CHART, RELEASE, Rendered, chart_copy, container, render
 
 ENV_NAMES = (nats_connection.USER_ENV, nats_connection.PASSWORD_ENV)
 
@@ -27,6 +28,17 @@ def _sie_deployments(rendered: Rendered) -> list[dict[str, Any]]:
     return deployments
 
 
+@pytest.fixture(scope="module")
+def probed_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return chart_copy(tmp_path_factory.mktemp("probed"), nats_env_probe=True)
+
+
+def _nats_reads_from(rendered: Rendered) -> dict[str, str]:
+    """The Secret names the bundled NATS container reads SIE_NATS_USER and SIE_NATS_PASSWORD from."""
+    data: dict[str, str] = rendered.get("ConfigMap", "nats-env-probe")["data"]
+    return data
+
+
 def test_the_bundled_nats_reads_its_login_from_the_secret() -> None:
     nats = yaml.safe_load((CHART / "values.yaml").read_text())["nats"]
     assert nats["config"]["merge"]["authorization"] == {
@@ -35,10 +47,19 @@ def test_the_bundled_nats_reads_its_login_from_the_secret() -> None:
     }
     env = nats["container"]["env"]
     for name, key in zip(ENV_NAMES, ("user", "password"), strict=True):
-        ref = env[name]["valueFrom"]["secretKeyRef"]
-        assert ref["key"] == key
-        # the NATS chart templates $tplYaml with its own context: the release name is the parent's
-        assert ref["name"] == {"$tplYaml": "{{ .Release.Name }}-nats-auth"}
+        assert env[name]["valueFrom"]["secretKeyRef"]["key"] == key
+
+
+def test_the_bundled_nats_gateway_and_workers_read_one_secret(probed_chart: Path) -> None:
+    generated = render(probed_chart, {})
+    assert _nats_reads_from(generated) == dict.fromkeys(ENV_NAMES, f"{RELEASE}-nats-auth")
+    generated.get("Secret", f"{RELEASE}-nats-auth")
+    # a Secret of your own, named once: NATS, the gateway and the workers all read it, and none is made
+    own = render(probed_chart, {"global": {"natsAuth": {"existingSecret": "ops-nats-login"}}})
+    assert _nats_reads_from(own) == dict.fromkeys(ENV_NAMES, "ops-nats-login")
+    assert [s["metadata"]["name"] for s in own.objects("Secret")] == []
+    for deployment in _sie_deployments(own):
+        assert {ref["name"] for ref in _secret_refs(deployment).values()} == {"ops-nats-login"}
 
 
 def test_gateway_and_workers_log_in_with_the_generated_password(chart_dir: Path) -> None:
@@ -65,10 +86,19 @@ def test_a_given_password_and_an_existing_secret(chart_dir: Path) -> None:
     given = render(chart_dir, {"natsAuth": {"user": "bus", "password": "Pa55word"}})
     assert given.get("Secret", f"{RELEASE}-nats-auth")["stringData"] == {"user": "bus", "password": "Pa55word"}
 
-    existing = render(chart_dir, {"natsAuth": {"existingSecret": "ops-nats-login"}})
+    external = {
+        "nats": {"enabled": False},
+        "externalNats": {"url": "nats://bus:4222", "monitoringEndpoint": "bus:8222"},
+    }
+    existing = render(chart_dir, {**external, "global": {"natsAuth": {"existingSecret": "ops-nats-login"}}})
     assert [s["metadata"]["name"] for s in existing.objects("Secret")] == []
     for deployment in _sie_deployments(existing):
         assert {ref["name"] for ref in _secret_refs(deployment).values()} == {"ops-nats-login"}
+
+
+def test_the_old_place_of_an_existing_secret_is_refused_with_the_new_one(chart_dir: Path) -> None:
+    with pytest.raises(Exception, match=r"natsAuth.existingSecret is now global.natsAuth.existingSecret"):
+        render(chart_dir, {"natsAuth": {"existingSecret": "ops-nats-login"}})
 
 
 def test_the_bundled_nats_never_runs_without_a_login(chart_dir: Path) -> None:

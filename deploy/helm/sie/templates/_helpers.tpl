@@ -79,10 +79,16 @@ interactive batch
 {{- end }}
 {{- end }}
 
+{{/* The Secret with the NATS login that the user made (global: the NATS chart reads it too); "" if none. */}}
+{{- define "sie.natsAuthExistingSecret" -}}
+{{- dig "natsAuth" "existingSecret" "" (.Values.global | default dict) }}
+{{- end }}
+
 {{/* The Secret holding the NATS login (keys user and password); "" when there is no login. */}}
 {{- define "sie.natsAuthSecret" -}}
-{{- if .Values.natsAuth.existingSecret }}
-{{- .Values.natsAuth.existingSecret }}
+{{- $existing := include "sie.natsAuthExistingSecret" . }}
+{{- if $existing }}
+{{- $existing }}
 {{- else if .Values.natsAuth.user }}
 {{- printf "%s-nats-auth" .Release.Name }}
 {{- end }}
