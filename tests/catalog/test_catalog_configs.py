@@ -79,7 +79,8 @@ def test_catalog_has_every_family_and_pinned_revisions() -> None:
         if config.source.hf:
             assert config.source.revision and SHA.match(config.source.revision), config.id
     families = {c.adapter for c in configs}
-    assert families >= {"embedding", "cross_encoder", "splade", "colbert", "bge_m3", "clip", "gliner", "causal_lm"}
+    assert families >= {"embedding", "cross_encoder", "splade", "colbert", "bge_m3", "clip", "colpali", "gliner"}
+    assert "causal_lm" in families
     assert sum(c.adapter == "gliner" for c in configs) >= 3
 
 
@@ -219,6 +220,21 @@ def check_clip(adapter: Any, config: ModelConfig) -> None:
     _dense(result["dense"], dim, True)
 
 
+def check_colpali(adapter: Any, config: ModelConfig) -> None:
+    """Queries and page images: one unit vector of the declared dim per token of the processor's input."""
+    assert config.tasks.encode is not None and config.tasks.encode.multivector is not None
+    dim = config.tasks.encode.multivector.dim
+    pages = adapter.image_tokens([png()])
+    [page] = adapter.run(pages, EncodeOptions(("multivector",), modality="image"))
+    queries = _encode(adapter, config, is_query=True)
+    for result, length in [(page, pages[0].length), *((q, None) for q in queries)]:
+        matrix = np.asarray(result["multivector"])
+        _multivector(matrix, dim)
+        assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-4)
+        if length is not None:
+            assert matrix.shape[0] == length
+
+
 def check_cross_encoder(adapter: Any, config: ModelConfig) -> None:
     scores = adapter.run(adapter.tokenize_pairs("invoice total", TEXTS), ScoreOptions())
     assert len(scores) == len(TEXTS)
@@ -257,6 +273,7 @@ CHECKS: dict[str, Callable[[Any, ModelConfig], None]] = {
     "colbert": check_colbert,
     "bge_m3": check_bge_m3,
     "clip": check_clip,
+    "colpali": check_colpali,
     "cross_encoder": check_cross_encoder,
     "gliner": check_gliner,
     "causal_lm": check_causal_lm,

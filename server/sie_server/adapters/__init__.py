@@ -21,6 +21,7 @@ _FAMILIES: dict[str, tuple[str, str]] = {
     "colbert": ("sie_server.adapters.colbert", "ColbertAdapter"),
     "bge_m3": ("sie_server.adapters.bge_m3", "BgeM3Adapter"),
     "clip": ("sie_server.adapters.clip", "ClipAdapter"),
+    "colpali": ("sie_server.adapters.colpali", "ColPaliAdapter"),
     "gliner": ("sie_server.adapters.gliner", "GlinerAdapter"),
 }
 

@@ -1,4 +1,5 @@
-"""CLIP and SigLIP: texts and images encoded into one space (normalised projections)."""
+"""CLIP, SigLIP and SigLIP2 (its fixed-resolution checkpoints are SigLIP models): texts and images encoded
+into one space (normalised projections)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ class ClipAdapter(TransformersAdapter, ImageEncoder):
             pixels = self.processor(images=picture, return_tensors="np")["pixel_values"][0]
             out.append(Tokens([0] * IMAGE_COST_TOKENS, None, False, pixels.astype(np.float32)))
         return out
+
+    def format_text(self, text: str, *, is_query: bool, instruction: str | None) -> str:
+        return text.lower() if self.config.runtime.lowercase else text  # SigLIP2: trained on lowercased text
 
     def pad(self, batch: list[Tokens]) -> dict[str, torch.Tensor]:
         if not self.config.runtime.pad_to_max_length:

@@ -19,6 +19,7 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "colbert": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "bge_m3": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "clip": (frozenset({"encode"}), frozenset({"encode", "score"})),
+    "colpali": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "gliner": (frozenset({"extract"}), frozenset({"extract"})),
     "causal_lm": (frozenset({"generate"}), frozenset({"generate"})),
 }
@@ -31,6 +32,7 @@ SCORE_MODES = {
     "colbert": "maxsim",
     "bge_m3": "bi_encoder",
     "clip": "bi_encoder",
+    "colpali": "maxsim",
 }
 
 
@@ -160,6 +162,7 @@ class Runtime(Strict):
     mask_punctuation: bool = True
     # CLIP/SigLIP: SigLIP text towers were trained on text padded to max_sequence_length
     pad_to_max_length: bool = False
+    lowercase: bool = Field(default=False, description="texts are lowercased first (SigLIP2 saw lowercased text)")
 
 
 class Profile(Strict):
@@ -259,7 +262,7 @@ class ModelConfig(Strict):
 
     @property
     def accepts_images(self) -> bool:
-        return self.adapter == "clip"
+        return self.adapter in {"clip", "colpali"}
 
     def profile(self, device_kind: str) -> Profile:
         for kind, profile in self.profiles.items():
