@@ -14,8 +14,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+from sie_server.catalog.schema import ModelConfig
 from sie_server.cli_flags import add_flags, read_settings
 from sie_server.cluster.gateway_settings import GatewaySettings
+from sie_server.contract.model_filter import OUTPUTS, TASKS, ModelFilter
 from sie_server.settings import CatalogSettings, Settings
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -44,6 +46,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         default=(environ if environ is not None else os.environ).get("SIE_URL"),
         help="a running server: show each model's state and the precision it runs in, and why [env SIE_URL]",
     )
+    listing.add_argument("--family", action="store_true", help="group by adapter family, with tasks and dims")
+    listing.add_argument("--task", choices=TASKS, help="only models that do this task")
+    listing.add_argument("--output", choices=OUTPUTS, help="only models that give this encode output type")
     return parser
 
 
@@ -92,18 +97,48 @@ def _served(url: str) -> dict[str, Any]:
     return body
 
 
+def _dims(dims: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {dim}" for kind, dim in dims.items()) or "-"
+
+
+def print_families(configs: list[ModelConfig]) -> None:
+    """The models under their adapter family, each with its tasks and its outputs' dims."""
+    width = max((len(c.id) for c in configs), default=0)
+    for family in sorted({c.adapter for c in configs}):
+        print(family)
+        for config in sorted((c for c in configs if c.adapter == family), key=lambda c: c.id):
+            encode = config.tasks.encode
+            tasks = ",".join(config.tasks.names())
+            print(f"  {config.id.ljust(width)}  {tasks.ljust(20)}  {_dims(encode.dims() if encode else {})}".rstrip())
+
+
 def list_models(args: argparse.Namespace) -> int:
-    from sie_server.adapters.weights import describe
+    from sie_server.catalog.info import catalog_info
     from sie_server.catalog.loader import Catalog
-    from sie_server.cpu_features import detect
 
     chosen = read_settings(CatalogSettings, args)
     catalog = Catalog(chosen.models_dir, set(chosen.models) if chosen.models else None)
-    served = _served(args.url) if args.url else None
+    wanted = ModelFilter(args.task, args.output)
+    configs = [c for c in catalog.list() if wanted.matches(catalog_info(c))]
+    if args.family:
+        print_families(configs)
+    else:
+        print_table(configs, args.url)
+    for message in catalog.errors.values():
+        print(f"error: {message}", file=sys.stderr)
+    return 1 if catalog.errors else 0
+
+
+def print_table(configs: list[ModelConfig], url: str | None) -> None:
+    """One row per model: its weights source and precision (with ``url``: its state on that server)."""
+    from sie_server.adapters.weights import describe
+    from sie_server.cpu_features import detect
+
+    served = _served(url) if url else None
     live = {m["id"]: m for m in served["models"]} if served else {}
     rows = [["ID", "ADAPTER", "TASKS", "SOURCE", "OFFLINE", *(["STATE"] if served else []), "PRECISION"]]
     reasons = []
-    for config in sorted(catalog.list(), key=lambda c: c.id):
+    for config in sorted(configs, key=lambda c: c.id):
         source, offline = describe(config)
         row = [config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no"]
         allowed = ">".join(config.profiles["cpu"].cpu_precision)
@@ -120,16 +155,13 @@ def list_models(args: argparse.Namespace) -> int:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     cpu = served.get("cpu") if served else None
     cpu = cpu or detect().as_dict()
-    where = f"the server at {args.url}" if served and served.get("cpu") else "this machine"
+    where = f"the server at {url}" if served and served.get("cpu") else "this machine"
     print(
         f"\ncpu ({where}): {cpu['model'] or 'unknown'}; flags: {', '.join(cpu['features']) or 'none relevant'}; "
         f"precisions: {', '.join(cpu['precisions'])}"
     )
     for line in reasons:
         print(f"  {line}")
-    for message in catalog.errors.values():
-        print(f"error: {message}", file=sys.stderr)
-    return 1 if catalog.errors else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

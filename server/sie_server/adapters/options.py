@@ -14,14 +14,17 @@ from typing import ClassVar, Literal, TypedDict, get_args
 
 import numpy as np
 
-OutputType = Literal["dense", "sparse", "multivector"]
+OutputType = Literal["dense", "sparse", "multivector", "muvera"]
 OUTPUT_TYPES: tuple[OutputType, ...] = get_args(OutputType)
+#: outputs computed after the forward pass from another one (``engine/muvera.py``): the batch computes that one
+DERIVED: dict[str, OutputType] = {"muvera": "multivector"}
 Modality = Literal["text", "image"]
 
 
 def canonical_outputs(names: Iterable[str]) -> tuple[OutputType, ...]:
-    """The known output types among ``names``, in canonical order (equal sets give equal options)."""
-    wanted = set(names)
+    """The forward pass's output types for ``names``, in canonical order (equal sets give equal options);
+    a derived output asks for the one it is computed from."""
+    wanted = {DERIVED.get(name, name) for name in names}
     return tuple(t for t in OUTPUT_TYPES if t in wanted)
 
 
@@ -62,6 +65,7 @@ class EncodeOutput(TypedDict, total=False):
     dense: np.ndarray  # (dim,) float32
     sparse: tuple[np.ndarray, np.ndarray]  # (term indices int32 ascending, weights float32)
     multivector: np.ndarray  # (tokens, dim) float32
+    muvera: np.ndarray  # (repetitions * 2**k_sim * d_proj,) float32: derived from multivector after the batch
 
 
 class Span(TypedDict):

@@ -16,17 +16,14 @@ AVAILABLE = "available"
 def catalog_info(config: ModelConfig) -> ModelInfo:
     source, offline_ok = describe(config)
     encode = config.tasks.encode
-    dims: dict[str, int] = {}
-    if encode is not None:
-        for kind in encode.output_types():
-            dims[kind] = getattr(encode, kind).dim
+    dims = encode.dims() if encode is not None else {}
     return ModelInfo(
         id=config.id,
         name=config.id,
         adapter=config.adapter,
         tasks=config.tasks.names(),
         inputs=["text"],
-        outputs=encode.output_types() if encode else [],
+        outputs=encode.served_outputs() if encode else [],
         dims=dims,
         score_mode=config.tasks.score.mode if config.tasks.score else None,
         max_sequence_length=config.max_sequence_length,

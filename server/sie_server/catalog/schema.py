@@ -87,13 +87,61 @@ class MultivectorSpec(Strict):
     dim: int = Field(gt=0)
 
 
+class MuveraSpec(Strict):
+    """MUVERA fixed-size vectors from a multivector (``engine/muvera.py``): dim = repetitions * 2**k_sim * d_proj
+    (the defaults: 16 * 16 * 8 = 2048)."""
+
+    repetitions: int = Field(default=16, ge=1, le=64, description="independent SimHash partitions, concatenated")
+    k_sim: int = Field(default=4, ge=0, le=10, description="SimHash hyperplanes: 2**k_sim buckets per repetition")
+    d_proj: int = Field(default=8, ge=1, description="each bucket's block: tokens projected to d_proj (+-1 matrix)")
+    seed: int = Field(default=42, ge=0, lt=2**63, description="every random matrix comes from this seed")
+
+    @property
+    def dim(self) -> int:
+        return self.repetitions * (1 << self.k_sim) * self.d_proj
+
+
 class EncodeTask(Strict):
     dense: DenseSpec | None = None
     sparse: SparseSpec | None = None
     multivector: MultivectorSpec | None = None
+    muvera: MuveraSpec | None = Field(
+        default=None,
+        description="multivector models: the MUVERA encoding's parameters (every multivector model offers "
+        "output type muvera, with the defaults when this is unset)",
+    )
+
+    @model_validator(mode="after")
+    def _check_muvera(self) -> EncodeTask:
+        if self.muvera is not None:
+            if self.multivector is None:
+                raise ValueError("tasks.encode.muvera is computed from a multivector: declare tasks.encode.multivector")
+            d_proj, dim = self.muvera.d_proj, self.multivector.dim
+            if d_proj > dim:
+                raise ValueError(f"tasks.encode.muvera.d_proj {d_proj} exceeds the multivector dim {dim}")
+        return self
 
     def output_types(self) -> list[str]:
+        """What the model's forward pass computes."""
         return [name for name in ("dense", "sparse", "multivector") if getattr(self, name) is not None]
+
+    def muvera_spec(self) -> MuveraSpec | None:
+        """The MUVERA parameters of a multivector model (the declared ones or the defaults); None without one."""
+        if self.multivector is None:
+            return None
+        return self.muvera or MuveraSpec(d_proj=min(MuveraSpec().d_proj, self.multivector.dim))
+
+    def served_outputs(self) -> list[str]:
+        """The output types a request may ask for: the computed ones, and muvera for multivector models."""
+        return [*self.output_types(), *(["muvera"] if self.multivector is not None else [])]
+
+    def dims(self) -> dict[str, int]:
+        """Each served output's dimension (a multivector's: per token; sparse: the vocabulary)."""
+        dims = {name: getattr(self, name).dim for name in self.output_types()}
+        spec = self.muvera_spec()
+        if spec is not None:
+            dims["muvera"] = spec.dim
+        return dims
 
 
 class ScoreTask(Strict):

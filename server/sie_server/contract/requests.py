@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
-OutputType = Literal["dense", "sparse", "multivector"]
+OutputType = Literal["dense", "sparse", "multivector", "muvera"]
 OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
 MIN_TEMPERATURE = 1e-3  # below it (but above 0) sampling divides logits into infinities: use 0 for greedy
 MAX_STOPS = 16

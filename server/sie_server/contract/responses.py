@@ -38,8 +38,10 @@ class KeepNone(BaseModel):
 
 
 class Sparse(KeepNone):
+    # no return annotation: pydantic then documents the model's own fields in the OpenAPI spec
+    # (annotated, the serialization schema of every Sparse model was a bare "object")
     @model_serializer(mode="wrap")
-    def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _drop_none(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         dumped: dict[str, Any] = handler(self)
         return {k: v for k, v in dumped.items() if v is not None}
 
@@ -106,6 +108,7 @@ class EncodedItem(Sparse):
     dense: Dense | None = None
     sparse: SparseVector | None = None
     multivector: Multivector | None = None
+    muvera: Dense | None = None  # MUVERA: a fixed-size dense vector from the multivector (engine/muvera.py)
 
 
 class EncodeResponse(KeepNone):

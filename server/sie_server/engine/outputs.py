@@ -6,7 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from sie_server.catalog.schema import EncodeTask
 from sie_server.contract.responses import Dense, EncodedItem, Multivector, SparseVector
+from sie_server.engine.muvera import MuveraParams, fde
 
 
 def quantize(vector: np.ndarray, dtype: str) -> np.ndarray:
@@ -23,6 +25,17 @@ def quantize(vector: np.ndarray, dtype: str) -> np.ndarray:
         return scaled.astype(np.uint8)
     packed: np.ndarray = np.packbits(v > 0)
     return packed if dtype == "ubinary" else (packed.astype(np.int16) - 128).astype(np.int8)
+
+
+def requested(result: dict[str, Any], output_types: list[str], task: EncodeTask, *, is_query: bool) -> dict[str, Any]:
+    """The outputs a request asked for from one item's forward-pass result, with the derived ones
+    (muvera: the MUVERA encoding of the multivector, as a query or as a document) computed."""
+    wanted = {k: v for k, v in result.items() if k in output_types}
+    spec = task.muvera_spec()
+    if "muvera" in output_types and spec is not None and "multivector" in result:
+        params = MuveraParams(spec.repetitions, spec.k_sim, spec.d_proj, spec.seed)
+        wanted["muvera"] = fde(result["multivector"], params, is_query=is_query)
+    return wanted
 
 
 def encoded_item(item_id: str, outputs: dict[str, Any], dtype: str, dims: dict[str, int]) -> EncodedItem:
@@ -48,4 +61,8 @@ def encoded_item(item_id: str, outputs: dict[str, Any], dtype: str, dims: dict[s
             dtype=str(rows.dtype),
             values=rows,
         )
-    return EncodedItem.model_construct(id=item_id, dense=dense, sparse=sparse, multivector=multivector)
+    muvera = None
+    if "muvera" in outputs:
+        vector = quantize(outputs["muvera"], dtype)
+        muvera = Dense.model_construct(dims=dims.get("muvera", len(vector)), dtype=dtype, values=vector)
+    return EncodedItem.model_construct(id=item_id, dense=dense, sparse=sparse, multivector=multivector, muvera=muvera)

@@ -25,6 +25,7 @@ from sie_server.adapters.options import (
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
+from sie_server.engine.outputs import requested
 from sie_server.engine.scheduler import Scheduler, WorkItem
 from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import ErrorCode, InvalidInput, SIEError
@@ -146,10 +147,10 @@ class InferenceService:
         encode = model.tasks.encode
         if encode is None:
             raise InvalidInput(f"model {model.id} does not support encode (its tasks: {model.tasks.names()})")
-        missing = [t for t in output_types if t not in encode.output_types()]
+        missing = [t for t in output_types if t not in encode.served_outputs()]
         if missing:
             raise InvalidInput(
-                f"model {model.id} has no {', '.join(missing)} output; it offers {encode.output_types()}"
+                f"model {model.id} has no {', '.join(missing)} output; it offers {encode.served_outputs()}"
             )
         timing = Timing()
         adapter = await self._adapter(model, call)
@@ -157,7 +158,7 @@ class InferenceService:
             raise unsupported(model, "encode")
         options = EncodeOptions(output_types=canonical_outputs(output_types), is_query=is_query)
         results, tokens = await self._encode_inputs(model, adapter, items, options, instruction, call, timing)
-        outputs = [{k: v for k, v in r.items() if k in output_types} for r in results]
+        outputs = [requested(r, output_types, encode, is_query=is_query) for r in results]
         return EncodeOutcome(
             model=model.id,
             ids=[i.id for i in items],

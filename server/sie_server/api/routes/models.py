@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from sie_server.api.body import json_response
 from sie_server.api.context import MODEL, service
 from sie_server.api.openapi import doc
+from sie_server.contract.model_filter import OUTPUTS, TASKS, ModelFilter
 from sie_server.contract.responses import GatewayModelInfo, MemoryReport, ModelInfo, ModelList, OpenAIModel
 
 router = APIRouter(tags=["models"])
 ONE_MODEL = (ModelInfo, GatewayModelInfo)  # a gateway adds where the model runs
 NO_MEMORY = {404: "INVALID_INPUT (a gateway holds no models: ask a worker)"}
+TASK = Query(None, description=f"only models that do this task: one of {', '.join(TASKS)}")
+OUTPUT = Query(None, description=f"only models that give this encode output type: one of {', '.join(OUTPUTS)}")
 
 
-@router.get("/v1/models", **doc(ModelList, errors=(), msgpack=False))
-async def list_models(request: Request) -> Response:
+@router.get("/v1/models", **doc(ModelList, errors=(400,), msgpack=False))
+async def list_models(request: Request, task: str | None = TASK, output: str | None = OUTPUT) -> Response:
+    """Every served model, or those that do ``task`` and give ``output`` (an unknown value: a 400 naming the known)."""
+    wanted = ModelFilter.parse(task, output)
     infos, cpu = await service(request).models()
+    infos = wanted.apply(infos)
     data = [OpenAIModel(id=i.id, created=0, owned_by=i.id.split("/", 1)[0] if "/" in i.id else "sie") for i in infos]
     return json_response(ModelList(data=data, models=infos, cpu=cpu))
 
