@@ -110,10 +110,9 @@ class LlmRerankerAdapter(TransformersAdapter, PairScorer):
             last = hidden[torch.arange(hidden.shape[0], device=hidden.device), mask.sum(dim=1) - 1]
             head = self.model.get_output_embeddings()
             rows = torch.tensor(self._ids, device=hidden.device)
-            logits = last @ head.weight[rows].T
+            logits = last.float() @ head.weight[rows].float().T  # two rows of the head, in float32
             if getattr(head, "bias", None) is not None:
-                logits = logits + head.bias[rows]
-            logits = logits.float()
+                logits = logits + head.bias[rows].float()
             cap = getattr(self.model.config, "final_logit_softcapping", None)
             if cap:
                 logits = torch.tanh(logits / cap) * cap
