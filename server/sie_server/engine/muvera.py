@@ -63,23 +63,30 @@ class Muvera:
         if vectors.ndim != 2 or vectors.shape[1] != self.token_dim:
             raise ValueError(f"expected (tokens, {self.token_dim}) vectors, got shape {vectors.shape}")
         n, buckets = vectors.shape[0], 1 << p.k_sim
-        out = np.zeros((p.repetitions, buckets, p.d_proj), dtype=np.float32)
         if n == 0:
-            return out.reshape(-1)
-        codes = ((np.einsum("nd,rdk->rnk", vectors, self.planes) > 0) @ self._bits).astype(np.int64)  # (r, n)
-        projected = vectors[None] if self.projections is None else np.einsum("nd,rdp->rnp", vectors, self.projections)
-        projected = np.broadcast_to(projected, (p.repetitions, n, p.d_proj))
-        for rep in range(p.repetitions):
-            np.add.at(out[rep], codes[rep], projected[rep])
-            if is_query:
-                continue
-            counts = np.bincount(codes[rep], minlength=buckets)
-            filled = counts > 0
-            out[rep, filled] /= counts[filled, None]
-            empty = np.flatnonzero(~filled)
-            if len(empty):
-                hamming = self._popcount[empty[:, None] ^ codes[rep][None, :]]  # (empty buckets, n)
-                out[rep, empty] = projected[rep, hamming.argmin(axis=1)]
+            return np.zeros(p.dim, dtype=np.float32)
+        codes = (np.matmul(vectors, self.planes) > 0) @ self._bits  # (r, n): each token's bucket per repetition
+        projected = (
+            np.broadcast_to(vectors, (p.repetitions, n, p.d_proj))
+            if self.projections is None
+            else np.matmul(vectors, self.projections)
+        )  # (r, n, d_proj)
+        # bucket sums: tokens sorted by (repetition, bucket), each run of one bucket added up
+        flat = (codes + np.arange(p.repetitions)[:, None] * buckets).ravel()
+        counts = np.bincount(flat, minlength=p.repetitions * buckets)
+        filled = np.flatnonzero(counts)
+        starts = (np.cumsum(counts) - counts)[filled]
+        out = np.zeros((p.repetitions * buckets, p.d_proj), dtype=np.float32)
+        out[filled] = np.add.reduceat(projected.reshape(-1, p.d_proj)[np.argsort(flat, kind="stable")], starts, axis=0)
+        out = out.reshape(p.repetitions, buckets, p.d_proj)
+        if not is_query:
+            counts = counts.reshape(p.repetitions, buckets)
+            out /= np.maximum(counts, 1)[..., None]
+            for rep in range(p.repetitions):
+                empty = np.flatnonzero(counts[rep] == 0)
+                if len(empty):  # each takes the token with the fewest sign bits differing from the bucket's
+                    nearest = self._popcount[empty[:, None] ^ codes[rep][None, :]].argmin(axis=1)
+                    out[rep, empty] = projected[rep, nearest]
         return out.reshape(-1)
 
 
