@@ -9,13 +9,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from sie_server.catalog.schema import EncodeTask
+from sie_server.catalog.schema import MuveraSpec
 from sie_server.engine.muvera import MuveraParams, fde
 
 COLBERT, EMBEDDER = "test/tiny-colbert", "test/tiny-embedder"
 TEXTS = ["Invoice INV-2024-0117 from Acme Corp, total due 4,250.00 EUR", "lunch at the cafeteria"]
-SPEC = EncodeTask.model_validate({"multivector": {"dim": 16}}).muvera_spec()  # tiny-colbert declares no block
-assert SPEC is not None
+SPEC = MuveraSpec()  # tiny-colbert (multivector dim 16) declares no muvera block: the defaults
 PARAMS = MuveraParams(SPEC.repetitions, SPEC.k_sim, SPEC.d_proj, SPEC.seed)
 
 

@@ -76,9 +76,9 @@ class Muvera:
         counts = np.bincount(flat, minlength=p.repetitions * buckets)
         filled = np.flatnonzero(counts)
         starts = (np.cumsum(counts) - counts)[filled]
-        out = np.zeros((p.repetitions * buckets, p.d_proj), dtype=np.float32)
-        out[filled] = np.add.reduceat(projected.reshape(-1, p.d_proj)[np.argsort(flat, kind="stable")], starts, axis=0)
-        out = out.reshape(p.repetitions, buckets, p.d_proj)
+        sums = np.zeros((p.repetitions * buckets, p.d_proj), dtype=np.float32)
+        sums[filled] = np.add.reduceat(projected.reshape(-1, p.d_proj)[np.argsort(flat, kind="stable")], starts, axis=0)
+        out = sums.reshape(p.repetitions, buckets, p.d_proj)
         if not is_query:
             counts = counts.reshape(p.repetitions, buckets)
             out /= np.maximum(counts, 1)[..., None]
