@@ -228,6 +228,8 @@ class ClientCore:
         options: Mapping[str, Any] | None,
         priority: Priority | None,
         timeout: TimeoutArg,
+        dims: int | None = None,
+        truncation: str | None = None,
     ) -> PreparedRequest[EncodeResult | list[EncodeResult]]:
         wire_items, single = normalize_items(items)
         params = _set(
@@ -236,6 +238,8 @@ class ClientCore:
             output_dtype=output_dtype,
             instruction=instruction,
             options=_options(options, is_query=is_query),
+            dims=dims,
+            truncation=truncation,
         )
         body = {"items": wire_items, "params": params}
         read = _decoded(_first_if(single, _results.parse_encode))

@@ -36,6 +36,7 @@ from .types import (
     ModelInfo,
     Priority,
     ScoreResult,
+    Truncation,
     Wire,
 )
 
@@ -87,6 +88,8 @@ class SIEClient:
         output_dtype: str | None = None,
         is_query: bool | None = None,
         options: Mapping[str, Any] | None = None,
+        dims: int | None = None,
+        truncation: Truncation | None = None,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> EncodeResult: ...
@@ -101,6 +104,8 @@ class SIEClient:
         output_dtype: str | None = None,
         is_query: bool | None = None,
         options: Mapping[str, Any] | None = None,
+        dims: int | None = None,
+        truncation: Truncation | None = None,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> list[EncodeResult]: ...
@@ -114,13 +119,19 @@ class SIEClient:
         output_dtype: str | None = None,
         is_query: bool | None = None,
         options: Mapping[str, Any] | None = None,
+        dims: int | None = None,
+        truncation: Truncation | None = None,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> EncodeResult | list[EncodeResult]:
         """Embed one item (returns one result) or a list of items (returns a list).
 
         Items are strings or ``Item`` dicts. ``output_types`` picks among "dense", "sparse"
-        and "multivector"; ``is_query`` and ``options`` go to ``params.options``.
+        and "multivector"; ``is_query`` and ``options`` go to ``params.options``. ``dims``
+        cuts dense vectors to one of the model's Matryoshka dims; ``truncation`` says what
+        happens to an item over the model's token limit: "end" (cut), "error" (refused) or
+        "chunk" (dense: the normalised mean of overlapping windows). An ``Item`` with
+        ``spans`` gets late chunking: ``chunks``, one vector per character span.
         """
         prepared = self._core.build_encode(
             model,
@@ -132,6 +143,8 @@ class SIEClient:
             options=options,
             priority=priority,
             timeout=timeout,
+            dims=dims,
+            truncation=truncation,
         )
         return self._call(prepared)
 

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 Priority: TypeAlias = Literal["interactive", "batch"]
+Truncation: TypeAlias = Literal["end", "error", "chunk"]
 Wire: TypeAlias = Literal["msgpack", "json"]
 
 # An image in an Item: raw encoded bytes, a file path, a PIL image (when PIL is installed),
@@ -25,6 +26,8 @@ class Item(TypedDict, total=False):
     text: str
     images: list[ImageInput]
     metadata: dict[str, Any]
+    #: encode only, late chunking: ``[start, end)`` character spans of ``text``, one vector each
+    spans: list[tuple[int, int]]
 
 
 class Message(TypedDict):
@@ -56,8 +59,17 @@ class EncodeResult(TypedDict, total=False):
     dense: Array
     sparse: SparseVector
     multivector: Array
+    chunks: list[SpanChunk]
     timing: Timing
     model: str
+
+
+class SpanChunk(TypedDict):
+    """Late chunking: one requested span of the item's text and its dense vector."""
+
+    start: int
+    end: int
+    dense: Array
 
 
 class ScoreEntry(TypedDict):

@@ -10,13 +10,13 @@ import numpy as np
 import torch
 
 from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import TextEncoder
+from sie_server.adapters.encoder import LongTextEncoder, TextLayout
 from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.precision import apply_cpu_precision
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
-class EmbeddingAdapter(TransformersAdapter, TextEncoder):
+class EmbeddingAdapter(TransformersAdapter, LongTextEncoder):
     def _model_class(self) -> Any:
         from transformers import AutoModel
 
@@ -36,17 +36,61 @@ class EmbeddingAdapter(TransformersAdapter, TextEncoder):
             return runtime.instruction_template.format(instruction=instruction, text=text)
         return (runtime.query_prefix if is_query else runtime.doc_prefix) + text
 
+    @property
+    def pools_spans(self) -> bool:
+        return self.config.runtime.pooling == "mean"
+
+    @property
+    def sees_long_texts(self) -> bool:
+        """True unless a subclass changed the tokenization without changing ``long_tokens`` to match."""
+        cls = type(self)
+        return (
+            cls.tokenize_texts is TransformersAdapter.tokenize_texts
+            or cls.long_tokens is not EmbeddingAdapter.long_tokens
+        )
+
+    def long_tokens(self, texts: list[str], *, is_query: bool, instruction: str | None) -> list[Tokens]:
+        # where the caller's text starts in the formatted one (after a prefix or an instruction)
+        shift = len(self.format_text("\x00", is_query=is_query, instruction=instruction).split("\x00")[0])
+        formatted = [self.format_text(t, is_query=is_query, instruction=instruction) for t in texts]
+        tokens = []
+        for e in self.untruncated(formatted):
+            marks = zip(e.special_tokens_mask, e.offsets, strict=True)
+            own = [not special and end > shift for special, (_, end) in marks]
+            lead = own.index(True) if any(own) else len(own)
+            trail = own[::-1].index(True) if any(own) else 0
+            starts = [max(start - shift, 0) if mine else -1 for mine, (start, _) in zip(own, e.offsets, strict=True)]
+            layout = TextLayout(lead=lead, trail=trail, starts=starts)
+            types = list(e.type_ids) if self._uses_token_types else None
+            tokens.append(Tokens(input_ids=list(e.ids), token_type_ids=types, truncated=False, data=layout))
+        return tokens
+
     def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         inputs = self.pad(batch)
+        normalize = self.config.runtime.normalize
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state
             if self.precision == "bf16":  # the CPU gate chose bf16: pool and normalise in float32
                 hidden = hidden.float()
             pooled = self._pool(hidden, inputs["attention_mask"])
-            if self.config.runtime.normalize:
+            if normalize:
                 pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
+            spans = [self._spans(hidden[row], t.data, normalize) for row, t in enumerate(batch) if options.late_chunks]
         vectors: np.ndarray = pooled.float().cpu().numpy()
-        return [{"dense": row} for row in vectors]
+        if not options.late_chunks:
+            return [{"dense": row} for row in vectors]
+        return [{"dense": row, "chunks": chunks} for row, chunks in zip(vectors, spans, strict=True)]
+
+    @staticmethod
+    def _spans(hidden: torch.Tensor, ranges: Any, normalize: bool) -> np.ndarray:
+        """Late chunking: the mean of the token vectors in each ``(first, stop)`` token range."""
+        if not isinstance(ranges, list) or not ranges:
+            return np.zeros((0, hidden.shape[-1]), np.float32)
+        pooled = torch.stack([hidden[first:stop].mean(dim=0) for first, stop in ranges])
+        if normalize:
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
+        out: np.ndarray = pooled.float().cpu().numpy()
+        return out
 
     def _pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         pooling = self.config.runtime.pooling

@@ -10,6 +10,7 @@ the scheduler runs the batch with the family's options type.
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sie_server.adapters.base import ModelAdapter, Tokens
@@ -57,6 +58,39 @@ class TextEncoder(Encoder[EncodeOptions]):
 
     def warmup(self) -> None:
         self.run(self.tokenize_texts([WARMUP_TEXT]) * 2, EncodeOptions())
+
+
+@dataclass(frozen=True, slots=True)
+class TextLayout:
+    """Where a text's own tokens are in its untruncated ``Tokens`` (carried as their ``data``)."""
+
+    lead: int  # tokens before the text's own: special tokens and the query/doc prefix
+    trail: int  # special tokens after it
+    #: each token's first character in the caller's text (-1 for lead and trail tokens)
+    starts: list[int]
+
+
+class LongTextEncoder(TextEncoder):
+    """An encoder that also sees texts past its token limit: for ``truncation`` error (the count),
+    chunk (windows of the text) and late chunking (one pass, vectors pooled over character spans)."""
+
+    #: the most tokens one forward pass takes, special tokens included
+    max_length: int = 0
+
+    @abstractmethod
+    def long_tokens(self, texts: list[str], *, is_query: bool, instruction: str | None) -> list[Tokens]:
+        """Texts in their role, every token kept (``truncated`` False); ``data`` is their ``TextLayout``."""
+
+    @property
+    def sees_long_texts(self) -> bool:
+        """Whether ``long_tokens`` tokenizes as ``encode_tokens`` does (a subclass that changes the
+        tokenization, e.g. appending a token, may not: then the long-text options are refused)."""
+        return True
+
+    @property
+    def pools_spans(self) -> bool:
+        """Whether ``run`` with ``late_chunks`` can pool token ranges (mean-pooling models only)."""
+        return False
 
 
 class ImageEncoder(TextEncoder):

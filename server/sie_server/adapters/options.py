@@ -37,6 +37,8 @@ class EncodeOptions:
     output_types: tuple[OutputType, ...] = ("dense",)
     is_query: bool = False
     modality: Modality = "text"
+    #: late chunking: each item's ``data`` holds token ranges; it also gets one pooled vector per range
+    late_chunks: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class EncodeOutput(TypedDict, total=False):
     sparse: tuple[np.ndarray, np.ndarray]  # (term indices int32 ascending, weights float32)
     multivector: np.ndarray  # (tokens, dim) float32
     muvera: np.ndarray  # (repetitions * 2**k_sim * d_proj,) float32: derived from multivector after the batch
+    chunks: np.ndarray  # (spans, dim) float32: late chunking, one pooled vector per token range
 
 
 class Span(TypedDict):

@@ -25,6 +25,7 @@ class TransformersAdapter(ModelAdapter):
     #: what the CPU precision gate converted ``model`` to (fp32: not converted; the profile's dtype applies)
     precision: Precision = "fp32"
     _tokenizer: Tokenizer | None = None
+    _whole_tokenizer: Tokenizer | None = None  # the same tokenizer without the length limit
     _pad_id: int = 0
     _uses_token_types: bool = False
     _special_ids: frozenset[int] = frozenset()
@@ -56,6 +57,10 @@ class TransformersAdapter(ModelAdapter):
         tokenizer.no_padding()
         tokenizer.enable_truncation(self.max_length)
         self._tokenizer = tokenizer
+        whole = Tokenizer.from_str(fast.backend_tokenizer.to_str())
+        whole.no_padding()
+        whole.no_truncation()
+        self._whole_tokenizer = whole
         self._pad_id = int(fast.pad_token_id if fast.pad_token_id is not None else 0)
         self._uses_token_types = "token_type_ids" in fast.model_input_names
         self._special_ids = frozenset(int(i) for i in fast.all_special_ids)
@@ -92,6 +97,12 @@ class TransformersAdapter(ModelAdapter):
 
     def tokenize_texts(self, texts: list[str]) -> list[Tokens]:
         return self._to_tokens(self.tokenizer.encode_batch(texts))
+
+    def untruncated(self, texts: list[str]) -> list[Encoding]:
+        """Texts tokenized with every token kept (the model's limit not applied)."""
+        if self._whole_tokenizer is None:
+            raise RuntimeError("adapter used before load()")
+        return list(self._whole_tokenizer.encode_batch(texts))
 
     def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
         return self._to_tokens(self.tokenizer.encode_batch([(query, d) for d in documents]))

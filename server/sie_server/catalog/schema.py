@@ -77,6 +77,23 @@ class Source(Strict):
 
 class DenseSpec(Strict):
     dim: int = Field(gt=0)
+    matryoshka_dims: list[int] | None = Field(
+        default=None,
+        description="smaller dims the model was trained to serve (Matryoshka): a request may ask for any of them",
+    )
+
+    @model_validator(mode="after")
+    def _matryoshka(self) -> DenseSpec:
+        dims = self.matryoshka_dims
+        if dims is not None:
+            bad = [d for d in dims if not 0 < d <= self.dim]
+            if bad or not dims or len(set(dims)) != len(dims):
+                raise ValueError(f"matryoshka_dims must be distinct dims from 1 to dim ({self.dim}); got {dims}")
+        return self
+
+    def allowed_dims(self) -> list[int]:
+        """The dims a request may ask for, largest first: the full dim and the Matryoshka ones."""
+        return sorted({self.dim, *(self.matryoshka_dims or [])}, reverse=True)
 
 
 class SparseSpec(Strict):

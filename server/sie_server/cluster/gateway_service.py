@@ -43,6 +43,7 @@ from sie_server.drain import shutting_down
 from sie_server.errors import InvalidInput, SIEError
 
 R = TypeVar("R", bound=BaseModel)
+AnyItem = TypeVar("AnyItem", bound=ItemIn)  # encode items carry spans, the others do not
 HOLD_POLL_S = 0.2
 
 
@@ -66,7 +67,7 @@ def _answer(reply: Reply) -> Any:
     return payload
 
 
-def _numbered(items: list[ItemIn]) -> list[ItemIn]:
+def _numbered(items: list[AnyItem]) -> list[AnyItem]:
     """Items with the ids a server would give them (``item-<i>``), so slices keep them."""
     return [
         item if item.id is not None else item.model_copy(update={"id": item.id_at(i)}) for i, item in enumerate(items)
@@ -200,7 +201,7 @@ class GatewayService:
                 await self.gateway.close(sent)
         return answer.model_validate(_answer(reply))
 
-    def _slices(self, items: list[ItemIn]) -> list[list[ItemIn]]:
+    def _slices(self, items: list[AnyItem]) -> list[list[AnyItem]]:
         size = self.gateway.settings.split_items
         numbered = _numbered(items)
         return [numbered[i : i + size] for i in range(0, len(numbered), size)]

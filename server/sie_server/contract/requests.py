@@ -78,15 +78,35 @@ class ItemIn(Wire):
         return self.id if self.id is not None else f"item-{index}"
 
 
+MAX_SPANS = 256  # late-chunking spans per item
+Truncation = Literal["end", "error", "chunk"]
+CharSpan = Annotated[list[Whole], Field(min_length=2, max_length=2)]
+
+
+class EncodeItemIn(ItemIn):
+    """An encode item; ``spans`` asks for late chunking: ``[start, end)`` character offsets into
+    ``text``, one dense vector each, pooled from one pass over the whole text."""
+
+    spans: list[CharSpan] | None = Field(default=None, min_length=1, max_length=MAX_SPANS)
+
+
 class EncodeParams(Wire):
     output_types: list[OutputType] | None = Field(default=None, min_length=1)
     output_dtype: OutputDtype | None = None
     instruction: str | None = None
     options: dict[str, Any] | None = None
+    dims: Whole | None = Field(
+        default=None, ge=1, description="dense dims to return: the model's dim or one of its Matryoshka dims"
+    )
+    truncation: Truncation | None = Field(
+        default=None,
+        description="an item over the model's token limit: end (cut it, default), error (400), "
+        "chunk (dense only: mean of the vectors of overlapping windows, normalised)",
+    )
 
 
 class EncodeRequest(Wire):
-    items: list[ItemIn] = Field(min_length=1)
+    items: list[EncodeItemIn] = Field(min_length=1)
     params: EncodeParams | None = None
 
 

@@ -103,12 +103,21 @@ class Multivector(KeepNone):
     values: Array
 
 
+class SpanVector(KeepNone):
+    """Late chunking: one requested ``[start, end)`` character span of the item and its vector."""
+
+    start: int
+    end: int
+    dense: Dense
+
+
 class EncodedItem(Sparse):
     id: str
     dense: Dense | None = None
     sparse: SparseVector | None = None
     multivector: Multivector | None = None
     muvera: Dense | None = None  # MUVERA: a fixed-size dense vector from the multivector (engine/muvera.py)
+    chunks: list[SpanVector] | None = None
 
 
 class EncodeResponse(KeepNone):

@@ -4,8 +4,11 @@ queue worker read (ready, draining, requests in flight)."""
 
 from __future__ import annotations
 
+from collections import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
@@ -14,6 +17,7 @@ from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import EncodeRequest, ExtractRequest, GenerateRequest, ItemIn, ScoreRequest
 from sie_server.contract.responses import (
+    Dense,
     EncodeResponse,
     Entity,
     ExtractedItem,
@@ -24,6 +28,7 @@ from sie_server.contract.responses import (
     PromptUsage,
     Readiness,
     ScoreResponse,
+    SpanVector,
     Timing,
     Usage,
 )
@@ -33,7 +38,7 @@ from sie_server.engine import service as engine
 from sie_server.engine.generation import GenerationService, SamplingParams, Sequence, usage
 from sie_server.engine.leftovers import fail_leftovers
 from sie_server.engine.model_report import memory_report, model_info
-from sie_server.engine.outputs import encoded_item
+from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
 from sie_server.errors import SIEError
 from sie_server.memory.pool import ModelPool
@@ -48,8 +53,18 @@ def _input(item: ItemIn, item_id: str) -> engine.TextInput:
     return engine.TextInput(id=item_id, text=item.text or "")
 
 
-def _inputs(items: list[ItemIn]) -> list[engine.TextInput]:
+def _inputs(items: abc.Sequence[ItemIn]) -> list[engine.TextInput]:
     return [_input(item, item.id_at(i)) for i, item in enumerate(items)]
+
+
+def _span_vectors(spans: list[list[int]], vectors: np.ndarray, dtype: str) -> list[SpanVector]:
+    """Late chunking's answer: each requested span with its vector."""
+    return [
+        SpanVector.model_construct(
+            start=start, end=end, dense=Dense.model_construct(dims=len(v), dtype=dtype, values=quantize(v, dtype))
+        )
+        for (start, end), v in zip(spans, vectors, strict=True)
+    ]
 
 
 def _timing(timing: engine.Timing) -> Timing:
@@ -146,10 +161,18 @@ class EngineFrontDoor:
             is_query=is_query,
             instruction=params.instruction if params else None,
             call=call,
+            dims=params.dims if params else None,
+            truncation=(params.truncation if params else None) or "end",
+            spans=[item.spans for item in request.items],
         )
         task = model.tasks.encode
         dims = {k: getattr(task, k).dim for k in task.output_types()} if task else {}
+        if params and params.dims:
+            dims["dense"] = params.dims
         items = [encoded_item(i, o, dtype, dims) for i, o in zip(outcome.ids, outcome.outputs, strict=True)]
+        for item, asked, out in zip(items, request.items, outcome.outputs, strict=True):
+            if asked.spans and "chunks" in out:
+                item.chunks = _span_vectors(asked.spans, out["chunks"], dtype)
         return EncodeResponse.model_construct(
             model=outcome.model,
             items=items,

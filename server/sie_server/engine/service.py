@@ -25,6 +25,8 @@ from sie_server.adapters.options import (
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
+from sie_server.engine.long_encode import LongInputs
+from sie_server.engine.long_inputs import cut
 from sie_server.engine.outputs import requested
 from sie_server.engine.scheduler import Scheduler, WorkItem
 from sie_server.engine.tokenizing import TokenizerThread
@@ -143,7 +145,12 @@ class InferenceService:
         is_query: bool,
         instruction: str | None,
         call: CallOptions,
+        dims: int | None = None,
+        truncation: str = "end",
+        spans: list[list[list[int]] | None] | None = None,
     ) -> EncodeOutcome:
+        """``dims``: dense vectors cut to their leading dims (Matryoshka); ``truncation`` and
+        ``spans`` (late chunking, per item): see ``engine/long_encode.py``."""
         encode = model.tasks.encode
         if encode is None:
             raise InvalidInput(f"model {model.id} does not support encode (its tasks: {model.tasks.names()})")
@@ -157,14 +164,24 @@ class InferenceService:
         if not isinstance(adapter, TextEncoder):
             raise unsupported(model, "encode")
         options = EncodeOptions(output_types=canonical_outputs(output_types), is_query=is_query)
-        results, tokens = await self._encode_inputs(model, adapter, items, options, instruction, call, timing)
-        outputs = [requested(r, output_types, encode, is_query=is_query) for r in results]
+        if truncation == "end" and not any(spans or []):
+            results, tokens = await self._encode_inputs(model, adapter, items, options, instruction, call, timing)
+            truncated = [i.id for i, t in zip(items, tokens, strict=True) if t.truncated]
+            prompt_tokens = sum(t.length for t in tokens)
+        else:
+            long = LongInputs(self, model, adapter, options, instruction, call, timing)
+            results, truncated, prompt_tokens = await long.encode(items, truncation, spans or [None] * len(items))
+        kept = [*output_types, "chunks"]  # late chunking's span vectors ride along with dense
+        outputs = [requested(r, kept, encode, is_query=is_query) for r in results]
+        if dims is not None and encode.dense is not None and dims != encode.dense.dim:
+            for out in outputs:
+                cut(out, dims, normalize=model.runtime.normalize)
         return EncodeOutcome(
             model=model.id,
             ids=[i.id for i in items],
             outputs=outputs,
-            truncated=[i.id for i, t in zip(items, tokens, strict=True) if t.truncated],
-            prompt_tokens=sum(t.length for t in tokens),
+            truncated=truncated,
+            prompt_tokens=prompt_tokens,
             timing=timing,
         )
 

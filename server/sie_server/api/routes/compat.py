@@ -14,7 +14,9 @@ from sie_server.api.body import json_response, parse
 from sie_server.api.context import call, model_for, service
 from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
+from sie_server.api.routes.encode import check_dims
 from sie_server.contract.requests import (
+    EncodeItemIn,
     EncodeParams,
     EncodeRequest,
     ItemIn,
@@ -35,7 +37,6 @@ from sie_server.contract.responses import (
     RerankResult,
     RerankUsage,
 )
-from sie_server.errors import InvalidInput
 
 router = APIRouter(tags=["compatible"])
 
@@ -50,13 +51,10 @@ async def embeddings(request: Request) -> Response:
     config = model_for(request, body.model, "encode")
     texts = [body.input] if isinstance(body.input, str) else body.input
     svc.limits.texts(texts, "input")
-    encode = config.tasks.encode
-    dim = encode.dense.dim if encode and encode.dense else None
-    if body.dimensions is not None and body.dimensions != dim:
-        raise InvalidInput(f"model {config.id} returns {dim} dimensions; `dimensions` must be {dim} or absent")
+    check_dims(config, body.dimensions, "dimensions")
     native = EncodeRequest(
-        items=[ItemIn(id=str(i), text=t) for i, t in enumerate(texts)],
-        params=EncodeParams(output_types=["dense"]),
+        items=[EncodeItemIn(id=str(i), text=t) for i, t in enumerate(texts)],
+        params=EncodeParams(output_types=["dense"], dims=body.dimensions),
     )
     options = call(request)
     async with within(options):

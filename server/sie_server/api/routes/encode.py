@@ -9,7 +9,8 @@ from sie_server.api.body import parse, render
 from sie_server.api.context import MODEL, call, model_for, service
 from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
-from sie_server.contract.requests import EncodeParams, EncodeRequest
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.requests import EncodeItemIn, EncodeParams, EncodeRequest
 from sie_server.contract.responses import EncodeResponse
 from sie_server.errors import InvalidInput
 
@@ -26,6 +27,41 @@ def check_params(params: EncodeParams | None) -> None:
     is_query = (params.options or {}).get("is_query", False)
     if not isinstance(is_query, bool):
         raise InvalidInput("params.options.is_query must be true or false")
+    if params.truncation == "chunk" and output_types != ["dense"]:
+        raise InvalidInput("params.truncation chunk applies to dense output only; ask for output_types ['dense']")
+    if params.dims is not None and "dense" not in output_types:
+        raise InvalidInput("params.dims applies to dense output; ask for output_types ['dense']")
+
+
+def check_dims(config: ModelConfig, dims: int | None, field: str) -> None:
+    """``dims`` must be the model's dense dim or one of the Matryoshka dims it was trained for."""
+    encode = config.tasks.encode
+    if dims is None or encode is None:
+        return
+    if encode.dense is None:
+        raise InvalidInput(f"{field} applies to dense vectors; model {config.id} has none")
+    allowed = encode.dense.allowed_dims()
+    if dims not in allowed:
+        raise InvalidInput(f"{field} {dims} is not served by model {config.id}; it serves {allowed}")
+
+
+def check_spans(items: list[EncodeItemIn], params: EncodeParams | None) -> None:
+    """Late chunking: spans of text items, ``0 <= start < end <= len(text)``, dense output only."""
+    for k, item in enumerate(items):
+        if item.spans is None:
+            continue
+        if params and params.output_types and list(params.output_types) != ["dense"]:
+            raise InvalidInput(
+                f"items[{k}].spans (late chunking) gives dense vectors only; ask for output_types ['dense']"
+            )
+        if item.text is None or item.images:
+            raise InvalidInput(f"items[{k}].spans needs a text item without images")
+        for s, (start, end) in enumerate(item.spans):
+            if not 0 <= start < end <= len(item.text):
+                raise InvalidInput(
+                    f"items[{k}].spans[{s}] [{start}, {end}) must satisfy 0 <= start < end <= {len(item.text)} "
+                    "(character offsets into the item's text)"
+                )
 
 
 @router.post("/v1/encode/{model:path}", **doc(EncodeResponse, body=EncodeRequest))
@@ -35,6 +71,8 @@ async def encode(request: Request, model: str = MODEL) -> Response:
     body = await parse(request, EncodeRequest, svc.limits.max_body_bytes)
     svc.limits.items(body.items, config)
     check_params(body.params)
+    check_dims(config, body.params.dims if body.params else None, "params.dims")
+    check_spans(body.items, body.params)
     options = call(request)
     async with within(options):
         answer = await svc.encode(config, body, options)
