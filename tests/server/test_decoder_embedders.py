@@ -132,3 +132,23 @@ def test_an_append_token_the_tokenizer_lacks_is_model_load_failed(server: Server
     assert r.status_code == 502, r.text
     assert r.headers["x-sie-error-code"] == "MODEL_LOAD_FAILED"
     assert "<|not-in-vocab|>" in r.json()["detail"]["message"]
+
+
+def test_chunking_keeps_the_eos_at_the_end_of_every_window(server: ServerProcess, weights: Path) -> None:
+    from sie_server.adapters.decoder_embedding import DecoderEmbeddingAdapter
+    from sie_server.catalog.schema import ModelConfig
+    from sie_server.engine.long_inputs import windows
+
+    [plain] = encode(server.url, [TEXTS[1]])
+    [chunked] = encode(server.url, [TEXTS[1]], truncation="chunk")  # fits: one window, the same vector
+    np.testing.assert_allclose(chunked, plain, atol=1e-5)
+    model = ModelConfig.model_validate(config(MODEL, weights, EOS))
+    adapter = DecoderEmbeddingAdapter(model, model.profile("cpu"), "cpu")
+    adapter.load(weights)
+    try:
+        eos = adapter.tokenizer.token_to_id(EOS)
+        [long] = adapter.long_tokens([TEXTS[2] * 12], is_query=True, instruction=None)
+        parts = windows(long, adapter.max_length)
+        assert len(parts) > 1 and all(p.input_ids[-1] == eos and p.length <= adapter.max_length for p in parts)
+    finally:
+        adapter.unload()

@@ -10,6 +10,7 @@ would shift the positions of the shorter rows).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from sie_server.adapters.base import Tokens
@@ -46,6 +47,22 @@ class DecoderEmbeddingAdapter(EmbeddingAdapter):
         if eos is None:
             return tokens
         return [self._ended(t, eos) for t in tokens]
+
+    def long_tokens(self, texts: list[str], *, is_query: bool, instruction: str | None) -> list[Tokens]:
+        """Untruncated texts (``truncation`` error / chunk) end with the EOS too, as a trailing token that
+        every chunk window keeps."""
+        tokens = super().long_tokens(texts, is_query=is_query, instruction=instruction)
+        eos = self._append_id
+        if eos is None:
+            return tokens
+        ended = []
+        for t in tokens:
+            if t.input_ids and t.input_ids[-1] == eos:
+                ended.append(t)
+                continue
+            layout = replace(t.data, trail=t.data.trail + 1, starts=[*t.data.starts, -1])
+            ended.append(replace(t, input_ids=[*t.input_ids, eos], data=layout))
+        return ended
 
     def _ended(self, tokens: Tokens, eos: int) -> Tokens:
         """``tokens`` ending with ``eos``: appended, cutting the text's last token when at the length limit."""
