@@ -23,7 +23,7 @@ ROBERTA_STYLE = frozenset({"xlm-roberta", "roberta", "mpnet"})
 #: the architectures whose tokenizers emit token type ids (the others' models take none)
 TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
 ENCODERS = frozenset({"bert", "xlm-roberta", "roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
-DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma"})
+DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma3_text", "phi3", "smollm3"})
 IMAGE_TEXT = frozenset({"clip", "siglip"})
 SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION
 CHAT_TEMPLATE = (
@@ -217,6 +217,12 @@ def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: i
         return tf.MistralConfig(**decoder, head_dim=hidden // HEADS)
     if model_type == "gemma":
         return tf.GemmaConfig(**decoder, head_dim=hidden // HEADS)
+    if model_type == "gemma3_text":
+        return tf.Gemma3TextConfig(**decoder, head_dim=hidden // HEADS)
+    if model_type == "phi3":
+        return tf.Phi3Config(**decoder)
+    if model_type == "smollm3":
+        return tf.SmolLM3Config(**decoder)
     raise ValueError(f"no tiny config for model_type {model_type!r}")
 
 
