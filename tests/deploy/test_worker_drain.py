@@ -1,4 +1,4 @@
-"""deploy/helm/sie: a worker's drain ends before Kubernetes kills it, so the work it still runs
+"""deploy/helm/sie: a worker's (and the gateway's) drain ends before Kubernetes kills it, so the work it still runs
 then is answered (503, retry elsewhere) instead of being cut off."""
 
 from __future__ import annotations
@@ -22,3 +22,18 @@ def test_a_workers_drain_ends_before_its_kill(chart_dir: Path, grace: int | None
     assert spec["terminationGracePeriodSeconds"] == (grace or 120)
     args = cli.build_parser().parse_args(container(worker)["args"])
     assert args.drain_timeout_s == drain < spec["terminationGracePeriodSeconds"]
+
+
+@pytest.mark.parametrize(
+    ("values", "grace", "drain"),
+    [({}, 60, 45.0), ({"holdSeconds": 100}, 130, 115.0), ({"terminationGracePeriodSeconds": 200}, 200, 185.0)],
+)
+def test_the_gateways_drain_ends_before_its_kill(
+    chart_dir: Path, values: dict[str, object], grace: int, drain: float
+) -> None:
+    rendered = render(chart_dir, {"gateway": values})
+    gateway = rendered.get("Deployment", f"{fullname()}-gateway")
+    spec = gateway["spec"]["template"]["spec"]
+    assert spec["terminationGracePeriodSeconds"] == grace
+    args = cli.build_parser().parse_args(container(gateway)["args"])
+    assert args.drain_timeout_s == drain < grace
