@@ -15,6 +15,7 @@ from sie_server.catalog.schema import ModelConfig
 from tests.helpers.tiny_colvision import KINDS as COLVISION
 from tests.helpers.tiny_colvision import build_colvision
 from tests.helpers.tiny_models import vocabulary
+from tests.helpers.tiny_siglip2 import build_siglip2_naflex
 
 HEADS = 4
 FFN = 64
@@ -24,7 +25,7 @@ ROBERTA_STYLE = frozenset({"xlm-roberta", "roberta", "mpnet"})
 TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
 ENCODERS = frozenset({"bert", "xlm-roberta", "roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
 DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma3_text", "phi3", "smollm3"})
-IMAGE_TEXT = frozenset({"clip", "siglip"})
+IMAGE_TEXT = frozenset({"clip", "siglip", "siglip2"})
 SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -271,6 +272,8 @@ def _image_text(spec: Spec, folder: Path) -> Path:
         )
         tf.CLIPModel(config).eval().save_pretrained(folder)
         tf.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    elif spec.model_type == "siglip2":
+        build_siglip2_naflex(text, tower | {"hidden_size": spec.hidden}, folder)
     else:
         config = tf.SiglipConfig(text_config=text, vision_config=vision | {"hidden_size": spec.hidden})
         tf.SiglipModel(config).eval().save_pretrained(folder)

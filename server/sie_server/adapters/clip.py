@@ -1,5 +1,7 @@
-"""CLIP, SigLIP and SigLIP2 (its fixed-resolution checkpoints are SigLIP models): texts and images encoded
-into one space (normalised projections)."""
+"""CLIP, SigLIP and SigLIP2: texts and images encoded into one space (normalised projections).
+
+SigLIP2's fixed-resolution checkpoints are SigLIP models; its NaFlex ones (model_type siglip2) keep an
+image's aspect ratio, up to the processor's max_num_patches, and pass the patch mask and grid shape on."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.transformers_base import TransformersAdapter
 from sie_server.errors import InvalidInput
 
+#: what the image processor gives that the image tower takes (the last two: SigLIP2 NaFlex)
+IMAGE_INPUTS = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
 #: what one image costs in the token budget (a ViT-B/32 at 224 px sees 50 patches; larger towers more)
 IMAGE_COST_TOKENS = 256
 
@@ -53,8 +57,11 @@ class ClipAdapter(TransformersAdapter, ImageEncoder):
                 raise InvalidInput(
                     f"image {index} is not a readable image ({type(exc).__name__}); send PNG or JPEG bytes"
                 ) from None
-            pixels = self.processor(images=picture, return_tensors="np")["pixel_values"][0]
-            out.append(Tokens([0] * IMAGE_COST_TOKENS, None, False, pixels.astype(np.float32)))
+            # pixel_values; SigLIP2 NaFlex adds its patch mask and grid shape (fixed sizes: patches are padded)
+            features = self.processor(images=picture, return_tensors="np")
+            inputs = {name: np.asarray(value[0]) for name, value in features.items() if name in IMAGE_INPUTS}
+            inputs["pixel_values"] = inputs["pixel_values"].astype(np.float32)
+            out.append(Tokens([0] * IMAGE_COST_TOKENS, None, False, inputs))
         return out
 
     def format_text(self, text: str, *, is_query: bool, instruction: str | None) -> str:
@@ -72,8 +79,10 @@ class ClipAdapter(TransformersAdapter, ImageEncoder):
     def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         with torch.inference_mode():
             if options.modality == "image":
-                pixels = torch.from_numpy(np.stack([t.data for t in batch])).to(self.device, self.model.dtype)
-                features = _features(self.model.get_image_features(pixel_values=pixels))
+                images = {name: torch.from_numpy(np.stack([t.data[name] for t in batch])) for name in batch[0].data}
+                images = {name: value.to(self.device) for name, value in images.items()}
+                images["pixel_values"] = images["pixel_values"].to(self.model.dtype)
+                features = _features(self.model.get_image_features(**images))
             else:
                 inputs = self.pad(batch)
                 inputs.pop("token_type_ids", None)
