@@ -8,7 +8,19 @@ from sie_server.adapters.weights import describe
 from sie_server.catalog.schema import ModelConfig
 
 #: families in the order a reader meets them; any other family follows, alphabetically
-FAMILY_ORDER = ("embedding", "cross_encoder", "splade", "colbert", "bge_m3", "clip", "gliner", "causal_lm")
+FAMILY_ORDER = (
+    "embedding",
+    "decoder_embedding",
+    "cross_encoder",
+    "llm_reranker",
+    "splade",
+    "colbert",
+    "bge_m3",
+    "colpali",
+    "clip",
+    "gliner",
+    "causal_lm",
+)
 HEADER = "| id | family | tasks and outputs | dims | max len | weights offline |\n|---|---|---|---|---|---|"
 
 
