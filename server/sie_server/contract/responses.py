@@ -38,8 +38,17 @@ class KeepNone(BaseModel):
 
 
 class Sparse(KeepNone):
-    # no return annotation: pydantic then documents the model's own fields in the OpenAPI spec
-    # (annotated, the serialization schema of every Sparse model was a bare "object")
+    @model_serializer(mode="wrap")
+    def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {k: v for k, v in dumped.items() if v is not None}
+
+
+class ShownSparse(KeepNone):
+    """A ``Sparse`` model whose fields the OpenAPI spec shows: its serializer has no return
+    annotation, so pydantic documents the model's fields (annotated, a ``Sparse`` model's answer
+    schema is a bare "object"; the streamed chunks keep that, as the spec's event schema needs)."""
+
     @model_serializer(mode="wrap")
     def _drop_none(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         dumped: dict[str, Any] = handler(self)
@@ -111,7 +120,7 @@ class SpanVector(KeepNone):
     dense: Dense
 
 
-class EncodedItem(Sparse):
+class EncodedItem(ShownSparse):
     id: str
     dense: Dense | None = None
     sparse: SparseVector | None = None
