@@ -32,7 +32,7 @@ class FakeScorer(PairScorer):
     def warmup(self) -> None:
         """Nothing to warm up."""
 
-    def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
+    def tokenize_pairs(self, query: str, documents: list[str], instruction: str | None = None) -> list[Tokens]:
         return [Tokens(list(range(len(f"{query} {d}".split()))), None, False) for d in documents]
 
     def run(self, batch: list[Tokens], options: ScoreOptions) -> list[float]:

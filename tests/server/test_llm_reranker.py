@@ -107,6 +107,17 @@ def test_the_score_is_p_yes_from_the_prompt_and_ranks_the_documents(server: Serv
     assert [item_id for item_id, _ in ranked] == sorted(expected, key=lambda k: -expected[k])
 
 
+def test_the_requests_instruction_replaces_the_default_in_the_prompt(server: ServerProcess, logits: Any) -> None:
+    instruction = "judge whether the text is about lunch"
+    body = {"query": {"text": QUERY}, "items": [{"text": d} for d in DOCS], "instruction": instruction}
+    r = httpx.post(f"{server.url}/v1/score/{QWEN_STYLE}", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    got = {s["item_id"]: s["score"] for s in r.json()["scores"]}
+    for i, doc in enumerate(DOCS):
+        wanted, default = p_yes(*logits(QUERY, doc, instruction)), p_yes(*logits(QUERY, doc))
+        assert abs(got[f"item-{i}"] - wanted) < 1e-5 and abs(wanted - default) > 1e-6, (i, got, wanted, default)
+
+
 def test_pairs_score_the_same_alone_as_in_a_padded_batch(server: ServerProcess) -> None:
     together = dict(score(server.url, QWEN_STYLE, QUERY, DOCS))
     for i, doc in enumerate(DOCS):

@@ -107,8 +107,9 @@ class PairScorer(Encoder[ScoreOptions]):
     options_type = ScoreOptions
 
     @abstractmethod
-    def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
-        """The query paired with each document."""
+    def tokenize_pairs(self, query: str, documents: list[str], instruction: str | None = None) -> list[Tokens]:
+        """The query paired with each document; ``instruction`` for models whose prompt takes one (LLM
+        rerankers: their default when None); a cross-encoder has no place for one and ignores it."""
 
     @abstractmethod
     def run(self, batch: list[Tokens], options: ScoreOptions) -> list[float]:

@@ -104,7 +104,7 @@ class TransformersAdapter(ModelAdapter):
             raise RuntimeError("adapter used before load()")
         return list(self._whole_tokenizer.encode_batch(texts))
 
-    def tokenize_pairs(self, query: str, documents: list[str]) -> list[Tokens]:
+    def tokenize_pairs(self, query: str, documents: list[str], instruction: str | None = None) -> list[Tokens]:
         return self._to_tokens(self.tokenizer.encode_batch([(query, d) for d in documents]))
 
     def pad(self, batch: list[Tokens]) -> dict[str, torch.Tensor]:

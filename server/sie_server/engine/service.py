@@ -202,7 +202,9 @@ class InferenceService:
             scorer = await self._adapter(model, call)
             if not isinstance(scorer, PairScorer):
                 raise unsupported(model, "score")
-            tokens = await self._tokenize(timing, partial(scorer.tokenize_pairs, query.text), [i.text for i in items])
+            tokens = await self._tokenize(
+                timing, partial(scorer.tokenize_pairs, query.text, instruction=instruction), [i.text for i in items]
+            )
             values = await self._run(model, tokens, ScoreOptions(), call, timing)
             scores = [float(v) for v in values]
             truncated = [i.id for i, t in zip(items, tokens, strict=True) if t.truncated]
