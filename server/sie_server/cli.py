@@ -1,4 +1,4 @@
-"""``sie-server serve``, ``sie-server gateway`` and ``sie-server models list``.
+"""``sie-server serve``, ``gateway``, ``models list|pull``, ``bench`` and ``top``.
 
 The flags are built from the settings models (``settings.Settings``,
 ``cluster/gateway_settings.GatewaySettings``): each field is a flag that also reads its
@@ -49,6 +49,10 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     listing.add_argument("--family", action="store_true", help="group by adapter family, with tasks and dims")
     listing.add_argument("--task", choices=TASKS, help="only models that do this task")
     listing.add_argument("--output", choices=OUTPUTS, help="only models that give this encode output type")
+    pull = models_sub.add_parser("pull", help="download a model's pinned weights into the Hugging Face cache")
+    add_flags(pull, CatalogSettings, environ=environ)
+    pull.add_argument("id", help="the model's id in the catalog")
+    pull.add_argument("--revision", help="a commit (or branch) to pull instead of the config's pinned revision")
     return parser
 
 
@@ -129,18 +133,32 @@ def list_models(args: argparse.Namespace) -> int:
     return 1 if catalog.errors else 0
 
 
+def pull_model(args: argparse.Namespace) -> int:
+    from sie_server.catalog.loader import Catalog
+    from sie_server.tools.pull import run
+
+    chosen = read_settings(CatalogSettings, args)
+    catalog = Catalog(chosen.models_dir, set(chosen.models) if chosen.models else None)
+    config = catalog.get(args.id)
+    if config is None:
+        raise ValueError(f"model {args.id} is not in the catalog ({chosen.models_dir})")
+    return run(config, args.revision)
+
+
 def print_table(configs: list[ModelConfig], url: str | None) -> None:
     """One row per model: its weights source and precision (with ``url``: its state on that server)."""
     from sie_server.adapters.weights import describe
     from sie_server.cpu_features import detect
+    from sie_server.tools.pull import cached_size
 
     served = _served(url) if url else None
     live = {m["id"]: m for m in served["models"]} if served else {}
-    rows = [["ID", "ADAPTER", "TASKS", "SOURCE", "OFFLINE", *(["STATE"] if served else []), "PRECISION"]]
+    rows = [["ID", "ADAPTER", "TASKS", "SOURCE", "OFFLINE", "CACHED", *(["STATE"] if served else []), "PRECISION"]]
     reasons = []
     for config in sorted(configs, key=lambda c: c.id):
         source, offline = describe(config)
         row = [config.id, config.adapter, ",".join(config.tasks.names()), source, "yes" if offline else "no"]
+        row.append(cached_size(config))
         allowed = ">".join(config.profiles["cpu"].cpu_precision)
         if served:
             info = live.get(config.id, {})
@@ -171,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve(read_settings(Settings, args))
         if args.command == "gateway":
             return run_gateway(gateway_settings(args))
+        if args.models_command == "pull":
+            return pull_model(args)
         return list_models(args)
     except ValueError as exc:  # bad settings or a broken catalog: say what, not a traceback
         print(f"sie-server: {exc}", file=sys.stderr)

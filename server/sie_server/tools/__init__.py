@@ -1,0 +1,1 @@
+"""Operator commands behind ``sie-server``: ``models pull``, ``bench`` and ``top``."""
