@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     PlainValidator,
     SerializeAsAny,
     SerializerFunctionWrapHandler,
@@ -332,6 +333,18 @@ class Precision(KeepNone):
     gate: list[GateTrial]
 
 
+class LoadProgress(BaseModel):
+    """Where a load in progress is: its stage (resolving weights, planning memory, reading weights,
+    warming up), seconds since the load and the stage began, and the stage's fraction where known."""
+
+    model_config = ConfigDict(extra="forbid")
+    stage: str
+    detail: str | None = None
+    elapsed_s: float
+    stage_elapsed_s: float
+    fraction: float | None = None
+
+
 class ModelInfo(BaseModel):
     """A model's catalog facts and its live state where it is served."""
 
@@ -358,6 +371,7 @@ class ModelInfo(BaseModel):
     precision: Precision
     profile: dict[str, Any] | None = None
     backend: str | None = None
+    load_progress: LoadProgress | None = Field(default=None, description="while state is loading: how far it is")
 
 
 class GatewayModelInfo(ModelInfo):

@@ -7,7 +7,8 @@ from sie_server.adapters.backends import effective_backend
 from sie_server.adapters.precision import fixed_report
 from sie_server.catalog.info import catalog_info
 from sie_server.catalog.schema import ModelConfig
-from sie_server.contract.responses import MemoryReport, ModelInfo, ModelMemory, Precision
+from sie_server.contract.responses import LoadProgress, MemoryReport, ModelInfo, ModelMemory, Precision
+from sie_server.memory.load_progress import LoadProgress as Progress
 from sie_server.memory.pool import ModelPool, ModelState
 
 
@@ -36,10 +37,23 @@ def model_info(config: ModelConfig, pool: ModelPool, *, catalog_error: str | Non
     info.load_seconds = live.load_seconds
     if live.adapter is not None:
         info.backend = live.adapter.backend
+    if live.state is ModelState.LOADING and live.progress is not None:
+        info.load_progress = load_progress(live.progress)
     if loaded and live.adapter is not None:
         report = live.adapter.precision_report or fixed_report(profile, pool.device, allowed, config.adapter)
         info.precision = Precision.model_validate(report.as_dict())
     return info
+
+
+def load_progress(progress: Progress) -> LoadProgress:
+    elapsed, in_stage = progress.elapsed()
+    return LoadProgress(
+        stage=progress.stage.value,
+        detail=progress.detail,
+        elapsed_s=round(elapsed, 3),
+        stage_elapsed_s=round(in_stage, 3),
+        fraction=progress.fraction,
+    )
 
 
 def memory_report(pool: ModelPool) -> MemoryReport:

@@ -26,6 +26,7 @@ from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_byte
 from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
 from sie_server.memory.heap import freeze_long_lived, thawed
 from sie_server.memory.held import Holding, MemoryProbe, ProcessMemory
+from sie_server.memory.load_progress import LoadProgress, LoadStage
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class Slot:
     load_seconds: float | None = None
     last_used: float = 0.0
     loading: asyncio.Future[ModelAdapter] | None = None
+    progress: LoadProgress | None = None  # while loading: its stage
 
     @property
     def charge(self) -> int:
@@ -181,9 +183,11 @@ class ModelPool:
         profile = self.profile(config)
         self.metrics.model_loads.labels(config.id).inc()
         started = time.perf_counter()
+        slot.progress = progress = LoadProgress(config.id)
         try:
             location = await asyncio.to_thread(resolve, config, self.offline, profile)
             slot.weights_source = location.source
+            progress.enter(LoadStage.PLANNING, f"weights from {location.source}")
             estimate, reserve = await asyncio.to_thread(self._estimate, location, config, profile)
             slot.resident_bytes, slot.reserve_bytes = 0, 0  # not counted while planning its own room
             need = estimate + reserve
@@ -193,7 +197,8 @@ class ModelPool:
             self._make_room(config, need)
             self._check_free_memory(config, need)
             slot.resident_bytes, slot.reserve_bytes = estimate, reserve  # reserved while loading
-            adapter = await asyncio.to_thread(self._load_blocking, location, config, profile)
+            progress.enter(LoadStage.READING, f"about {_mib(estimate)} of weights in {profile.dtype}")
+            adapter = await asyncio.to_thread(self._load_blocking, location, config, profile, progress)
         except ResourceExhausted as exc:  # not a broken model: try again when memory frees up
             self._settle(slot, done, exc, state=ModelState.AVAILABLE)
             return
@@ -205,8 +210,9 @@ class ModelPool:
             message = f"model {config.id} failed to load: {type(exc).__name__}: {exc}"
             self._settle(slot, done, ModelLoadFailed(message), state=ModelState.FAILED)
             return
+        progress.finish()
         slot.load_seconds = time.perf_counter() - started
-        slot.adapter, slot.state = adapter, ModelState.LOADED
+        slot.adapter, slot.state, slot.progress = adapter, ModelState.LOADED, None
         freeze_long_lived()  # the model's objects live as long as it does: out of the collector's way
         slot.resident_bytes = adapter.resident_bytes()
         slot.last_used = time.monotonic()
@@ -240,15 +246,18 @@ class ModelPool:
             reserve = activation_reserve(folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype)
         return weights_bytes(folder, profile.dtype), reserve
 
-    def _load_blocking(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> ModelAdapter:
+    def _load_blocking(
+        self, location: WeightsLocation, config: ModelConfig, profile: Profile, progress: LoadProgress
+    ) -> ModelAdapter:
         adapter = self.factory(config, profile, self.device)
         adapter.load(location.path)
+        progress.enter(LoadStage.WARMING)
         adapter.warmup()
         return adapter
 
     def _settle(self, slot: Slot, done: asyncio.Future[ModelAdapter], exc: SIEError, *, state: ModelState) -> None:
         log.error("%s", exc.message)
-        slot.state, slot.loading = state, None
+        slot.state, slot.loading, slot.progress = state, None, None
         slot.resident_bytes = slot.reserve_bytes = 0
         slot.error = exc.message if state is ModelState.FAILED else None
         self._publish()
