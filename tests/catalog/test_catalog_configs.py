@@ -94,7 +94,8 @@ def test_declared_dims_agree_with_the_architecture() -> None:
             config.adapter == "clip" and arch.model_type == "siglip"
         ):
             assert encode is not None and encode.dense is not None
-            assert encode.dense.dim == arch.hidden_size, config.id
+            heads = config.runtime.dense_heads  # sentence-transformers Dense modules project the pooled vector
+            assert encode.dense.dim == (heads[-1] if heads else arch.hidden_size), config.id
         if config.adapter == "bge_m3":
             assert encode is not None and encode.multivector is not None
             assert encode.multivector.dim == arch.hidden_size, config.id
@@ -157,6 +158,8 @@ def _multivector(matrix: Any, dim: int) -> None:
 
 def check_embedding(adapter: Any, config: ModelConfig) -> None:
     assert config.tasks.encode is not None and config.tasks.encode.dense is not None
+    if config.adapter == "embedding":  # the Dense modules the tiny folder lists are the ones the adapter applies
+        assert [layer.out_features for layer in adapter.heads.dense] == config.runtime.dense_heads
     for is_query in (False, True):
         for result in _encode(adapter, config, is_query):
             _dense(result["dense"], config.tasks.encode.dense.dim, config.runtime.normalize)

@@ -44,6 +44,7 @@ class Spec:
     vocab_size: int | None = None  # SPLADE: the output is the vocabulary
     projection: int | None = None  # ColBERT token projection, CLIP joint space
     extra_tokens: tuple[str, ...] = ()  # single tokens the config names (an appended EOS, an LLM reranker's yes/no)
+    dense_heads: tuple[int, ...] = ()  # sentence-transformers Dense modules after pooling (their out_features)
 
 
 def spec_for(config: ModelConfig) -> Spec:
@@ -60,7 +61,10 @@ def spec_for(config: ModelConfig) -> Spec:
     if config.adapter == "colpali" and encode and encode.multivector:
         projection = encode.multivector.dim
     extra = _extra_tokens(config)
-    return Spec(config.adapter, arch.model_type, arch.hidden_size, config.max_sequence_length, vocab, projection, extra)
+    heads = tuple(config.runtime.dense_heads)
+    return Spec(
+        config.adapter, arch.model_type, arch.hidden_size, config.max_sequence_length, vocab, projection, extra, heads
+    )
 
 
 def _extra_tokens(config: ModelConfig) -> tuple[str, ...]:
@@ -105,6 +109,8 @@ def build(spec: Spec, folder: Path) -> Path:
     if spec.adapter == "bge_m3":
         torch.save(torch.nn.Linear(spec.hidden, 1).state_dict(), folder / "sparse_linear.pt")
         torch.save(torch.nn.Linear(spec.hidden, spec.hidden).state_dict(), folder / "colbert_linear.pt")
+    if spec.dense_heads:
+        write_st_heads(folder, spec.hidden, spec.dense_heads)
     return folder
 
 
@@ -305,3 +311,38 @@ def _gliner(spec: Spec, folder: Path) -> Path:
     torch.manual_seed(0)
     UniEncoderSpanGLiNER.load_from_config(config).save_pretrained(str(model))
     return model
+
+
+def write_st_heads(
+    folder: Path, hidden: int, outs: tuple[int, ...], activation: str = "torch.nn.modules.activation.Tanh"
+) -> None:
+    """sentence-transformers' layout after the backbone: modules.json, 1_Pooling, a ``{i}_Dense`` folder per
+    entry of ``outs`` (config.json + model.safetensors with ``linear.weight``/``linear.bias``), then Normalize."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    modules: list[dict[str, Any]] = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": hidden}))
+    width = hidden
+    for out in outs:
+        idx = len(modules)
+        path = f"{idx}_Dense"
+        (folder / path).mkdir(exist_ok=True)
+        config = {"in_features": width, "out_features": out, "bias": True, "activation_function": activation}
+        (folder / path / "config.json").write_text(json.dumps(config))
+        layer = torch.nn.Linear(width, out)
+        state = {"linear.weight": layer.weight.detach().contiguous(), "linear.bias": layer.bias.detach().contiguous()}
+        save_file(state, str(folder / path / "model.safetensors"))
+        modules.append({"idx": idx, "name": str(idx), "path": path, "type": "sentence_transformers.models.Dense"})
+        width = out
+    idx = len(modules)
+    modules.append(
+        {"idx": idx, "name": str(idx), "path": f"{idx}_Normalize", "type": "sentence_transformers.models.Normalize"}
+    )
+    (folder / "modules.json").write_text(json.dumps(modules))

@@ -13,10 +13,14 @@ from sie_server.adapters.base import Tokens
 from sie_server.adapters.encoder import LongTextEncoder, TextLayout
 from sie_server.adapters.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.precision import apply_cpu_precision
+from sie_server.adapters.st_modules import NO_HEADS, Heads, load_heads
 from sie_server.adapters.transformers_base import TransformersAdapter
 
 
 class EmbeddingAdapter(TransformersAdapter, LongTextEncoder):
+    #: sentence-transformers Dense / Normalize modules after pooling (modules.json), applied to every vector
+    heads: Heads = NO_HEADS
+
     def _model_class(self) -> Any:
         from transformers import AutoModel
 
@@ -24,7 +28,18 @@ class EmbeddingAdapter(TransformersAdapter, LongTextEncoder):
 
     def load(self, weights: Path) -> None:
         super().load(weights)
+        self.heads = load_heads(weights, self.device)
+        found, declared = [layer.out_features for layer in self.heads.dense], self.config.runtime.dense_heads
+        if declared and found != declared:
+            raise ValueError(f"{weights}: modules.json's Dense modules put out {found}, the config declares {declared}")
         self.precision_report = apply_cpu_precision(self)
+
+    def unload(self) -> None:
+        super().unload()
+        self.heads = NO_HEADS
+
+    def resident_bytes(self) -> int:
+        return super().resident_bytes() + self.heads.nbytes()
 
     def probe_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """The precision gate's probe: one dense vector per text, as ``encode`` returns them."""
@@ -67,26 +82,31 @@ class EmbeddingAdapter(TransformersAdapter, LongTextEncoder):
 
     def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         inputs = self.pad(batch)
-        normalize = self.config.runtime.normalize
+        normalize = self.config.runtime.normalize or self.heads.normalize
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state
             if self.precision == "bf16":  # the CPU gate chose bf16: pool and normalise in float32
                 hidden = hidden.float()
-            pooled = self._pool(hidden, inputs["attention_mask"])
+            pooled = self.heads(self._pool(hidden, inputs["attention_mask"]))
             if normalize:
                 pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
-            spans = [self._spans(hidden[row], t.data, normalize) for row, t in enumerate(batch) if options.late_chunks]
+            spans = [
+                self._spans(hidden[row], t.data, normalize, self.heads)
+                for row, t in enumerate(batch)
+                if options.late_chunks
+            ]
         vectors: np.ndarray = pooled.float().cpu().numpy()
         if not options.late_chunks:
             return [{"dense": row} for row in vectors]
         return [{"dense": row, "chunks": chunks} for row, chunks in zip(vectors, spans, strict=True)]
 
     @staticmethod
-    def _spans(hidden: torch.Tensor, ranges: Any, normalize: bool) -> np.ndarray:
-        """Late chunking: the mean of the token vectors in each ``(first, stop)`` token range."""
+    def _spans(hidden: torch.Tensor, ranges: Any, normalize: bool, heads: Heads = NO_HEADS) -> np.ndarray:
+        """Late chunking: the mean of the token vectors in each ``(first, stop)`` token range (through the heads)."""
         if not isinstance(ranges, list) or not ranges:
-            return np.zeros((0, hidden.shape[-1]), np.float32)
-        pooled = torch.stack([hidden[first:stop].mean(dim=0) for first, stop in ranges])
+            width = heads.dense[-1].out_features if heads.dense else hidden.shape[-1]
+            return np.zeros((0, width), np.float32)
+        pooled = heads(torch.stack([hidden[first:stop].mean(dim=0) for first, stop in ranges]))
         if normalize:
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
         out: np.ndarray = pooled.float().cpu().numpy()

@@ -228,6 +228,13 @@ class Runtime(Strict):
     # CLIP/SigLIP: SigLIP text towers were trained on text padded to max_sequence_length
     pad_to_max_length: bool = False
     lowercase: bool = Field(default=False, description="texts are lowercased first (SigLIP2 saw lowercased text)")
+    # sentence-transformers heads after pooling (adapters/st_modules.py reads them from modules.json)
+    dense_heads: list[int] = Field(
+        default_factory=list,
+        description="embedders: the out_features of each sentence-transformers Dense module that modules.json "
+        "lists after pooling, in order (EmbeddingGemma: [3072, 768]); loading refuses a folder whose Dense "
+        "modules differ, and the last one is the dense dim",
+    )
 
 
 class Profile(Strict):
