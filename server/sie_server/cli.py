@@ -53,6 +53,13 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     add_flags(pull, CatalogSettings, environ=environ)
     pull.add_argument("id", help="the model's id in the catalog")
     pull.add_argument("--revision", help="a commit (or branch) to pull instead of the config's pinned revision")
+    url = (environ if environ is not None else os.environ).get("SIE_URL") or "http://127.0.0.1:8080"
+    bench = sub.add_parser("bench", help="send a seeded corpus to a running server: throughput, latency, padding")
+    bench.add_argument("model", help="a model the server serves")
+    bench.add_argument("--url", default=url, help="the server [env SIE_URL; default %(default)s]")
+    bench.add_argument("--texts", type=int, default=200, help="texts to send, one per request (%(default)s)")
+    bench.add_argument("--concurrency", type=int, default=8, help="requests in flight (%(default)s)")
+    bench.add_argument("--seed", type=int, default=0, help="the corpus's seed (%(default)s)")
     return parser
 
 
@@ -189,6 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve(read_settings(Settings, args))
         if args.command == "gateway":
             return run_gateway(gateway_settings(args))
+        if args.command == "bench":
+            from sie_server.tools import bench
+
+            return bench.run(args.url, args.model, args.texts, args.concurrency, args.seed)
         if args.models_command == "pull":
             return pull_model(args)
         return list_models(args)
