@@ -26,6 +26,7 @@ from sie_server.contract.responses import (
     Readiness,
     ScoreResponse,
 )
+from sie_server.contract.status import StatusReport
 from sie_server.errors import InvalidInput, RateLimited
 
 RETRY_AFTER_S = 1.0
@@ -135,6 +136,15 @@ class QuotaService:
 
     async def reload(self, model: ModelConfig) -> ModelInfo:
         return await self.inner.reload(model)
+
+    async def load(self, model: ModelConfig) -> ModelInfo:
+        return await self.inner.load(model)
+
+    async def evict(self, model: ModelConfig) -> ModelInfo:
+        return await self.inner.evict(model)
+
+    async def status(self) -> StatusReport:
+        return await self.inner.status()
 
     async def memory(self) -> MemoryReport:
         return await self.inner.memory()

@@ -23,6 +23,7 @@ from sie_server.contract.responses import (
     ScoreResponse,
     Usage,
 )
+from sie_server.contract.status import StatusReport
 
 
 class TextStream(Protocol):
@@ -75,6 +76,18 @@ class Service(Protocol):
     async def model(self, model: ModelConfig) -> ModelInfo: ...
 
     async def reload(self, model: ModelConfig) -> ModelInfo: ...
+
+    async def load(self, model: ModelConfig) -> ModelInfo:
+        """Load (preload) the model now and wait for it."""
+        ...
+
+    async def evict(self, model: ModelConfig) -> ModelInfo:
+        """Unload the model (refused while it has work, or is pinned)."""
+        ...
+
+    async def status(self) -> StatusReport:
+        """What an operator watches: ``GET /v1/status`` and the status page."""
+        ...
 
     async def memory(self) -> MemoryReport: ...
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from sie_server.catalog.info import catalog_info
 from sie_server.catalog.schema import ModelConfig
 from sie_server.cluster.gateway import Call, Gateway
+from sie_server.cluster.gateway_status import gateway_status
 from sie_server.cluster.gateway_waits import Waits
 from sie_server.cluster.streams import Reply
 from sie_server.contract import codec, envelope
@@ -39,8 +40,10 @@ from sie_server.contract.responses import (
     Timing,
     Usage,
 )
+from sie_server.contract.status import StatusReport
 from sie_server.drain import shutting_down
 from sie_server.errors import InvalidInput, SIEError
+from sie_server.observability.live import LiveStats
 
 R = TypeVar("R", bound=BaseModel)
 AnyItem = TypeVar("AnyItem", bound=ItemIn)  # encode items carry spans, the others do not
@@ -160,6 +163,7 @@ class GatewayService:
         self.draining = False
         self.inflight = 0  # work requests being answered (kept by the metrics middleware)
         self.waits = Waits()
+        self.live = LiveStats()  # the status page's last minute
 
     def idle(self) -> bool:
         return self.inflight == 0
@@ -263,6 +267,15 @@ class GatewayService:
         _answer(await self.gateway.reload(pool, model.id, self.gateway.settings.timeout_s))
         return self._info(model)
 
+    async def load(self, model: ModelConfig) -> ModelInfo:
+        raise InvalidInput("a gateway holds no models: a worker loads a model on its first request", status=404)
+
+    async def evict(self, model: ModelConfig) -> ModelInfo:
+        raise InvalidInput("a gateway holds no models: its workers evict idle models themselves", status=404)
+
+    async def status(self) -> StatusReport:
+        return await gateway_status(self.gateway, self.live)
+
     async def memory(self) -> MemoryReport:
         raise InvalidInput("a gateway holds no models; ask a worker's /v1/memory", status=404)
 
@@ -286,3 +299,5 @@ class GatewayService:
             return
         self.gateway.metrics.requests.labels(task, status).inc()
         self.gateway.metrics.duration.labels(task).observe(seconds)
+        if model is not None:
+            self.live.finished(model, task, status, seconds)

@@ -32,6 +32,7 @@ from sie_server.contract.responses import (
     Timing,
     Usage,
 )
+from sie_server.contract.status import StatusReport
 from sie_server.cpu_features import detect
 from sie_server.drain import shutting_down
 from sie_server.engine import service as engine
@@ -40,8 +41,10 @@ from sie_server.engine.leftovers import fail_leftovers
 from sie_server.engine.model_report import memory_report, model_info
 from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
+from sie_server.engine.status_report import ServerStatus
 from sie_server.errors import SIEError
 from sie_server.memory.pool import ModelPool
+from sie_server.observability.live import LiveStats
 from sie_server.observability.metrics import Metrics
 from sie_server.observability.requests import RequestCounter
 from sie_server.settings import Settings
@@ -80,16 +83,32 @@ def _timing(timing: engine.Timing) -> Timing:
 class LocalStream:
     """A generation on this process's decode loop."""
 
-    def __init__(self, model: str, seq: Sequence, generation: GenerationService):
+    def __init__(self, model: str, seq: Sequence, generation: GenerationService, live: LiveStats | None = None):
         self.model = model
         self.seq = seq
         self.generation = generation
+        self.live = live  # told the tokens decoded when the stream ends (the status page's tokens/s)
+
+    async def _counted(self) -> AsyncIterator[str]:
+        try:
+            async for delta in GenerationService.stream(self.seq):
+                yield delta
+        finally:
+            self._count()
+
+    def _count(self) -> None:
+        if self.live is not None:
+            self.live.decoded(self.model, self.usage.completion_tokens)
+            self.live = None
 
     def deltas(self) -> AsyncIterator[str]:
-        return GenerationService.stream(self.seq)
+        return self._counted()
 
     async def finish(self) -> None:
-        await self.generation.complete(self.seq)
+        try:
+            await self.generation.complete(self.seq)
+        finally:
+            self._count()
 
     def cancel(self) -> None:
         self.seq.cancelled = True
@@ -123,10 +142,12 @@ class EngineFrontDoor:
     preload_errors: dict[str, str] = field(default_factory=dict)
     requests: RequestCounter = field(init=False)
     limits: Limits = field(init=False)  # what every request is checked against
+    status_report: ServerStatus = field(init=False)
 
     def __post_init__(self) -> None:
         self.requests = RequestCounter(self.metrics)  # kept by the metrics middleware
         self.limits = self.settings.limits
+        self.status_report = ServerStatus(self.catalog, self.pool, self.metrics, self.requests.live)
 
     @property
     def inflight(self) -> int:
@@ -226,7 +247,7 @@ class EngineFrontDoor:
         seq, _ = await self.generation.start(
             model, prompt=request.prompt, messages=messages, params=params, wait_for_load=call.wait_for_load
         )
-        return LocalStream(model.id, seq, self.generation)
+        return LocalStream(model.id, seq, self.generation, self.requests.live)
 
     def model_info(self, model: ModelConfig) -> ModelInfo:
         return model_info(model, self.pool, catalog_error=self.catalog.error_for(model.id))
@@ -241,6 +262,17 @@ class EngineFrontDoor:
         self.pool.reset(model)
         await self.pool.acquire(model, wait=True, timeout_s=self.settings.load_timeout_s)
         return self.model_info(model)
+
+    async def load(self, model: ModelConfig) -> ModelInfo:
+        await self.pool.acquire(model, wait=True, timeout_s=self.settings.load_timeout_s)
+        return self.model_info(model)
+
+    async def evict(self, model: ModelConfig) -> ModelInfo:
+        self.pool.unload(model)
+        return self.model_info(model)
+
+    async def status(self) -> StatusReport:
+        return self.status_report.report()
 
     async def memory(self) -> MemoryReport:
         return memory_report(self.pool)

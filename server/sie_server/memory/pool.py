@@ -21,7 +21,7 @@ from sie_server.adapters.backends import effective_backend
 from sie_server.adapters.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.weights import WeightsLocation, resolve
 from sie_server.catalog.schema import CpuPrecision, ModelConfig, Profile
-from sie_server.errors import ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
+from sie_server.errors import InvalidInput, ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
 from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_bytes, eviction_plan, exceeds_free_memory
 from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
 from sie_server.memory.heap import freeze_long_lived, thawed
@@ -58,6 +58,7 @@ class Slot:
     last_used: float = 0.0
     loading: asyncio.Future[ModelAdapter] | None = None
     progress: LoadProgress | None = None  # while loading: its stage
+    load_started: float | None = None  # monotonic time the current or last load began
 
     @property
     def charge(self) -> int:
@@ -163,7 +164,7 @@ class ModelPool:
             loop = asyncio.get_running_loop()
             slot.loading = loop.create_future()
             slot.loading.add_done_callback(lambda f: f.cancelled() or f.exception())
-            slot.state = ModelState.LOADING
+            slot.state, slot.load_started = ModelState.LOADING, time.monotonic()
             self._tasks.add(task := loop.create_task(self._load(slot, slot.loading)))
             task.add_done_callback(self._tasks.discard)
         if not wait:
@@ -333,6 +334,18 @@ class ModelPool:
         self.metrics.model_loaded.labels(model_id).set(0)
         self._publish()
         return True
+
+    def unload(self, config: ModelConfig) -> bool:
+        """An operator's eviction: False when the model is not loaded; refused (409) while it has
+        work queued or running, or is pinned."""
+        slot = self._slots.get(config.id)
+        if slot is None or slot.state is not ModelState.LOADED:
+            return False
+        if config.id in self.pinned:
+            raise InvalidInput(f"model {config.id} is pinned (--pin): it stays resident", status=409)
+        if self.is_busy(config.id):
+            raise InvalidInput(f"model {config.id} has work queued or running; retry when it is idle", status=409)
+        return self.evict(config.id, "operator")
 
     def keep_within_budget(self) -> list[str]:
         """Evict least-recently-used idle models while what the process holds is over the budget (its

@@ -1,10 +1,11 @@
 """Counting the server's requests as they finish: by model, task and outcome, with their latency,
-and how many are being answered now (the drain waits for zero)."""
+and how many are being answered now (the drain waits for zero); the last minute for ``/v1/status``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sie_server.observability.live import LiveStats
 from sie_server.observability.metrics import Metrics
 
 
@@ -12,6 +13,7 @@ class RequestCounter:
     def __init__(self, metrics: Metrics):
         self.metrics = metrics
         self.inflight = 0
+        self.live = LiveStats()  # the status page's last minute
         # (model, task, status) -> its request counter and (model, task) latency histogram: the
         # label lookups (validation and a lock each) done once per series, not on every request
         self._series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
@@ -30,3 +32,4 @@ class RequestCounter:
             self._series[key] = series
         series[0].inc()
         series[1].observe(seconds)
+        self.live.finished(model, task, status, seconds)

@@ -1,4 +1,6 @@
-"""``GET /v1/models`` (OpenAI's list shape and SIE's), one model, its reload, and ``/v1/memory``."""
+"""``GET /v1/models`` (OpenAI's list shape and SIE's), one model, its load, evict and reload, and ``/v1/memory``.
+
+The ``POST`` routes are management routes (``api/keys.py``): an admin key when admin keys are set."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from sie_server.contract.responses import GatewayModelInfo, MemoryReport, ModelI
 router = APIRouter(tags=["models"])
 ONE_MODEL = (ModelInfo, GatewayModelInfo)  # a gateway adds where the model runs
 NO_MEMORY = {404: "INVALID_INPUT (a gateway holds no models: ask a worker)"}
+EVICT_CODES = {**NO_MEMORY, 409: "INVALID_INPUT (the model is busy or pinned)"}
 TASK = Query(None, description=f"only models that do this task: one of {', '.join(TASKS)}")
 OUTPUT = Query(None, description=f"only models that give this encode output type: one of {', '.join(OUTPUTS)}")
 
@@ -38,6 +41,21 @@ async def reload(request: Request, model: str = MODEL) -> Response:
     """Clear a failed load and load again (after fixing the weights, say)."""
     svc = service(request)
     return json_response(await svc.reload(svc.resolve(model)))
+
+
+@router.post("/v1/models/{model:path}/load", **doc(ONE_MODEL, errors=(404, 502, 503), msgpack=False, codes=NO_MEMORY))
+async def load(request: Request, model: str = MODEL) -> Response:
+    """Load (preload) the model now and answer once it is loaded (a failed one: its MODEL_LOAD_FAILED)."""
+    svc = service(request)
+    return json_response(await svc.load(svc.resolve(model)))
+
+
+@router.post("/v1/models/{model:path}/evict", **doc(ONE_MODEL, errors=(404, 409), msgpack=False, codes=EVICT_CODES))
+async def evict(request: Request, model: str = MODEL) -> Response:
+    """Unload the model and free its memory (a model that is not loaded: unchanged). 409 while it has
+    work queued or running, or is pinned."""
+    svc = service(request)
+    return json_response(await svc.evict(svc.resolve(model)))
 
 
 @router.get("/v1/models/{model:path}", **doc(ONE_MODEL, errors=(404,), msgpack=False))
