@@ -63,9 +63,17 @@ lint: install-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# shellcheck lints scripts/*.sh (tests/deploy/test_gpu_check.py): installed from Debian's package when
+# missing and apt-get is there; else that test skips and says why
+.PHONY: shellcheck
+shellcheck:
+	@command -v shellcheck >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 \
+	  || apt-get install -y -q shellcheck >/dev/null 2>&1 \
+	  || echo "warning: could not install shellcheck; its test will be skipped"
+
 ## make test: install the test dependencies, lint, type-check and run the test suite; then run the
 ## tests that talk to the shared server again, unchanged, against a gateway + queue worker
-test: install-dev compat-venv lint
+test: install-dev compat-venv shellcheck lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
