@@ -57,7 +57,12 @@ step "2/4 install"
 VENV=${SIE_GPU_VENV:-$ROOT/.venv-gpu}
 PY=$VENV/bin/python
 if [[ ! -x "$PY" ]]; then
-    "${SIE_GPU_PYTHON:-python3}" -m venv --system-site-packages "$VENV"
+    BASE=${SIE_GPU_PYTHON:-python3}
+    "$BASE" -m venv --system-site-packages "$VENV"
+    # a python that is itself a venv (the CUDA images' python3 often is) lends its packages through a .pth,
+    # since --system-site-packages only reaches the base interpreter's
+    "$BASE" -c 'import site, sys; sys.prefix != sys.base_prefix and print("\n".join(site.getsitepackages()))' \
+        > "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_sie_gpu_parent.pth"
 fi
 INSTALL_END=$(( $(date +%s) + 150 ))  # every pip call shares this deadline
 PIP_ARGS=(-q --disable-pip-version-check)
