@@ -128,3 +128,38 @@ def test_a_pulled_model_serves_with_the_network_off(tmp_path: Path) -> None:
         proc.stop()
     assert answer.status_code == 200, answer.text
     assert answer.json()["items"][0]["dense"]["dims"] == 32
+
+
+def test_a_gguf_profile_pulls_only_its_gguf_file(tmp_path: Path) -> None:
+    remote = tmp_path / "remote-gguf"
+    remote.mkdir()
+    (remote / "model.Q4_1.gguf").write_bytes(os.urandom(200_000))
+    (remote / "model.Q8_0.gguf").write_bytes(os.urandom(300_000))
+    (remote / "config.json").write_text("{}")
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    gguf = {"gguf_hf": "test-org/gguf", "gguf_file": "model.Q4_1.gguf", "gguf_revision": COMMIT}
+    write_config(
+        catalog,
+        {
+            "id": "test/gguf",
+            "source": gguf,
+            "adapter": "causal_lm",
+            "tasks": {"generate": {}},
+            "max_sequence_length": 512,
+            "profiles": {"cpu": {"dtype": "float32", "max_batch_tokens": 512, "backend": "llamacpp"}},
+        },
+    )
+    hf_home = tmp_path / "hf"
+    fake = FakeHub("test-org/gguf", remote, COMMIT)
+    try:
+        done = sie(catalog, hf_home, fake.url, "pull", "test/gguf")
+    finally:
+        fake.stop()
+
+    assert done.returncode == 0, done.stderr
+    assert [name for name, _ in fake.ranges] == ["model.Q4_1.gguf"]
+    folder = hf_home / "hub" / "models--test-org--gguf" / "snapshots" / COMMIT
+    assert sorted(p.name for p in folder.iterdir()) == ["model.Q4_1.gguf"]
+    assert (folder / "model.Q4_1.gguf").read_bytes() == (remote / "model.Q4_1.gguf").read_bytes()
+    assert "works offline: hf-cache" in done.stdout
