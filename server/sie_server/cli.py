@@ -60,6 +60,10 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     bench.add_argument("--texts", type=int, default=200, help="texts to send, one per request (%(default)s)")
     bench.add_argument("--concurrency", type=int, default=8, help="requests in flight (%(default)s)")
     bench.add_argument("--seed", type=int, default=0, help="the corpus's seed (%(default)s)")
+    top = sub.add_parser("top", help="a live view of a running server's models, queues and memory")
+    top.add_argument("--url", default=url, help="the server or gateway [env SIE_URL; default %(default)s]")
+    top.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (%(default)s)")
+    top.add_argument("--once", action="store_true", help="print one frame and exit (for scripts)")
     return parser
 
 
@@ -200,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sie_server.tools import bench
 
             return bench.run(args.url, args.model, args.texts, args.concurrency, args.seed)
+        if args.command == "top":
+            from sie_server.tools import top
+
+            return top.run(args.url, args.interval, once=args.once)
         if args.models_command == "pull":
             return pull_model(args)
         return list_models(args)
