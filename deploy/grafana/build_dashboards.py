@@ -307,8 +307,7 @@ def engine_dashboard() -> Any:
         ),
         timeseries(
             "Memory budget and use",
-            "Budget, used bytes, and the part of them no model's charge covers (caches, buffers, code), all "
-            "processes.",
+            "Budget, used bytes, and the part of them no model's charge covers (caches, buffers, code), all processes.",
             "bytes",
             ("sum(sie_memory_budget_bytes)", "budget"),
             ("sum(sie_memory_used_bytes)", "used"),
@@ -448,6 +447,22 @@ def cluster_dashboard() -> Any:
             "Charged bytes / budget, summed over each pool's workers.",
             "percentunit",
             (f"sum by (pool) (sie_memory_used_bytes{p}) / sum by (pool) (sie_memory_budget_bytes{p})", "{{pool}}"),
+        ),
+        timeseries(
+            "Work latency p50 / p99 by pool and priority",
+            "From publishing a work message to its first answer (the interactive p99 alert watches this).",
+            "s",
+            *quantiles("sie_gateway_work_seconds", "pool, priority", p, "{{pool}} {{priority}}"),
+        ),
+        timeseries(
+            "Dead letters and failed models by pool",
+            "Messages parked in each pool's dead-letter stream, and live workers reporting a model whose load failed.",
+            "short",
+            (f"max by (pool) (sie_gateway_dead_letters{p})", "{{pool}} dead letters"),
+            (
+                'max by (pool, model) (sie_gateway_model_workers{pool=~"$pool", state="failed"})',
+                "{{pool}} {{model}} failed",
+            ),
         ),
     ]
     panels = layout([("Overview", overview, 4), ("Gateway", gateway, 2), ("Pools and scaling", scaling, 2)])

@@ -42,6 +42,9 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_gateway_workers", GAUGE, ("pool",)),
     ("sie_gateway_payloads_by_reference_total", COUNTER, ("direction",)),
     ("sie_gateway_replies_dropped_total", COUNTER, ("reason",)),
+    ("sie_gateway_work_seconds", HISTOGRAM, ("pool", "priority")),
+    ("sie_gateway_dead_letters", GAUGE, ("pool",)),
+    ("sie_gateway_model_workers", GAUGE, ("pool", "model", "state")),
 ]
 
 GATEWAY_PREFIX = "sie_gateway_"

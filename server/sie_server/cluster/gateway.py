@@ -34,11 +34,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from sie_server.cluster import nats_connection, streams
+from sie_server.cluster import nats_connection, pool_gauges, streams
 from sie_server.cluster.gateway_settings import GatewaySettings as GatewaySettings  # re-exported
 from sie_server.cluster.streams import Reply
 from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError, QueueFull
+from sie_server.observability.metrics import LATENCY_BUCKETS
 
 log = logging.getLogger(__name__)
 SPLIT_TASKS = ("encode", "extract")
@@ -63,6 +64,13 @@ class GatewayMetrics:
                                     ["direction"], registry=r)  # fmt: skip
         self.dropped = Counter("sie_gateway_replies_dropped", "Replies not passed on: a call's second answer "
                                "(duplicate) or one for a call given up (late)", ["reason"], registry=r)  # fmt: skip
+        self.work_seconds = Histogram("sie_gateway_work_seconds", "Seconds from publishing a work message to its "
+                                      "first answer, by pool and priority class", ["pool", "priority"],
+                                      buckets=LATENCY_BUCKETS, registry=r)  # fmt: skip
+        self.dead_letters = Gauge("sie_gateway_dead_letters", "Messages parked in the pool's dead-letter stream",
+                                  ["pool"], registry=r)  # fmt: skip
+        self.model_workers = Gauge("sie_gateway_model_workers", "Live workers reporting the model in this state "
+                                   "(loaded, loading, failed)", ["pool", "model", "state"], registry=r)  # fmt: skip
 
 
 @dataclass
@@ -82,6 +90,8 @@ class Call:
     answered: bool = False  # a reply has arrived
     in_doubt: bool = False  # unanswered across a lost connection: its answer may have been lost
     gone_since: float | None = None  # in doubt, and its work message was seen taken at this time
+    sent_at: float = field(default_factory=time.monotonic)
+    timed: bool = False  # its first answer's wait is in sie_gateway_work_seconds
 
 
 @dataclass
@@ -106,6 +116,7 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         self._lost_at: float | None = None  # when the NATS connection went, while it is away
         self._answered: OrderedDict[str, None] = OrderedDict()  # reply subjects of recent answered calls
+        self._model_series: set[tuple[str, ...]] = set()  # sie_gateway_model_workers label sets shown
 
     async def start(self) -> None:
         self.nc = await nats_connection.connect(self.settings.nats_url, name="sie-gateway", on_state=self._on_state)
@@ -204,6 +215,11 @@ class Gateway:
                     except Exception:  # the stream may be momentarily unavailable
                         continue
                     self.metrics.pending.labels(pool, priority).set(pending)
+                parked = await pool_gauges.dead_letters(self.js, pool)
+                if parked is not None:
+                    self.metrics.dead_letters.labels(pool).set(parked)
+            live = [(seen.pool, seen.models) for w, seen in self.workers.items() if self.live(w)]
+            pool_gauges.set_counts(self.metrics.model_workers, pool_gauges.model_states(live), self._model_series)
             await asyncio.sleep(1.0)
 
     async def send(self, pool: str, priority: str, path: str, body: bytes, model_id: str, *,
@@ -260,6 +276,9 @@ class Gateway:
             try:
                 reply = await asyncio.wait_for(call.replies.get(), min(left, 1.0))
                 call.target = ""  # a worker is answering: nothing to send elsewhere any more
+                if not call.timed:
+                    call.timed = True
+                    self.metrics.work_seconds.labels(call.pool, call.priority).observe(time.monotonic() - call.sent_at)
                 break
             except TimeoutError:
                 if call.target and not (self.live(call.target) and not self.workers[call.target].stopping):
