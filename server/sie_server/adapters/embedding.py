@@ -82,6 +82,9 @@ class EmbeddingAdapter(TransformersAdapter, LongTextEncoder):
 
     def run(self, batch: list[Tokens], options: EncodeOptions) -> list[EncodeOutput]:
         inputs = self.pad(batch)
+        if options.lora_task is not None:  # jina-embeddings-v3: each row's adapter index, as the model's code takes it
+            task = self.config.runtime.lora_tasks.index(options.lora_task)
+            inputs["adapter_mask"] = torch.full((len(batch),), task, dtype=torch.int32, device=self.device)
         normalize = self.config.runtime.normalize or self.heads.normalize
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state

@@ -39,6 +39,8 @@ class EncodeOptions:
     modality: Modality = "text"
     #: late chunking: each item's ``data`` holds token ranges; it also gets one pooled vector per range
     late_chunks: bool = False
+    #: task LoRA adapter (jina-embeddings-v3): its name, one of the model's runtime.lora_tasks; None: no adapter
+    lora_task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

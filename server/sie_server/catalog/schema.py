@@ -228,6 +228,19 @@ class Runtime(Strict):
     # CLIP/SigLIP: SigLIP text towers were trained on text padded to max_sequence_length
     pad_to_max_length: bool = False
     lowercase: bool = Field(default=False, description="texts are lowercased first (SigLIP2 saw lowercased text)")
+    # task LoRA adapters (jina-embeddings-v3): a request picks one with params.options.task
+    lora_tasks: list[str] = Field(
+        default_factory=list,
+        description="embedders with task LoRA adapters: their names in the model's own order (its config's "
+        "lora_adaptations); the chosen one's index goes to the model as adapter_mask",
+    )
+    query_lora_task: str | None = Field(default=None, description="the task of a query that names none")
+    doc_lora_task: str | None = Field(default=None, description="the task of a document that names none")
+    task_prefixes: dict[str, str] = Field(
+        default_factory=dict,
+        description="the instruction put before a text encoded with that task (a request's own instruction "
+        "replaces it); a task not listed has none",
+    )
     # sentence-transformers heads after pooling (adapters/st_modules.py reads them from modules.json)
     dense_heads: list[int] = Field(
         default_factory=list,
@@ -235,6 +248,16 @@ class Runtime(Strict):
         "lists after pooling, in order (EmbeddingGemma: [3072, 768]); loading refuses a folder whose Dense "
         "modules differ, and the last one is the dense dim",
     )
+
+    @model_validator(mode="after")
+    def _check_lora_tasks(self) -> Runtime:
+        named = [self.query_lora_task, self.doc_lora_task, *self.task_prefixes]
+        unknown = [t for t in named if t is not None and t not in self.lora_tasks]
+        if unknown:
+            raise ValueError(f"tasks {unknown} are not in runtime.lora_tasks {self.lora_tasks}")
+        if len(set(self.lora_tasks)) != len(self.lora_tasks):
+            raise ValueError(f"runtime.lora_tasks names a task twice: {self.lora_tasks}")
+        return self
 
 
 class Profile(Strict):

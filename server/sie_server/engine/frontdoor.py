@@ -38,6 +38,7 @@ from sie_server.drain import shutting_down
 from sie_server.engine import service as engine
 from sie_server.engine.generation import GenerationService, SamplingParams, Sequence, usage
 from sie_server.engine.leftovers import fail_leftovers
+from sie_server.engine.lora_tasks import requested_task
 from sie_server.engine.model_report import memory_report, model_info
 from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
@@ -185,6 +186,7 @@ class EngineFrontDoor:
             dims=params.dims if params else None,
             truncation=(params.truncation if params else None) or "end",
             spans=[item.spans for item in request.items],
+            task=requested_task(params.options if params else None),
         )
         task = model.tasks.encode
         dims = {k: getattr(task, k).dim for k in task.output_types()} if task else {}

@@ -27,6 +27,7 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.engine.long_encode import LongInputs
 from sie_server.engine.long_inputs import cut
+from sie_server.engine.lora_tasks import lora_task, task_instruction
 from sie_server.engine.outputs import requested
 from sie_server.engine.scheduler import Scheduler, WorkItem
 from sie_server.engine.tokenizing import TokenizerThread
@@ -148,9 +149,11 @@ class InferenceService:
         dims: int | None = None,
         truncation: str = "end",
         spans: list[list[list[int]] | None] | None = None,
+        task: str | None = None,
     ) -> EncodeOutcome:
         """``dims``: dense vectors cut to their leading dims (Matryoshka); ``truncation`` and
-        ``spans`` (late chunking, per item): see ``engine/long_encode.py``."""
+        ``spans`` (late chunking, per item): see ``engine/long_encode.py``; ``task``: the task LoRA
+        adapter (``engine/lora_tasks.py``)."""
         encode = model.tasks.encode
         if encode is None:
             raise InvalidInput(f"model {model.id} does not support encode (its tasks: {model.tasks.names()})")
@@ -159,11 +162,13 @@ class InferenceService:
             raise InvalidInput(
                 f"model {model.id} has no {', '.join(missing)} output; it offers {encode.served_outputs()}"
             )
+        adapter_task = lora_task(model, task, is_query=is_query)
+        instruction = task_instruction(model, adapter_task, instruction)
         timing = Timing()
         adapter = await self._adapter(model, call)
         if not isinstance(adapter, TextEncoder):
             raise unsupported(model, "encode")
-        options = EncodeOptions(output_types=canonical_outputs(output_types), is_query=is_query)
+        options = EncodeOptions(canonical_outputs(output_types), is_query=is_query, lora_task=adapter_task)
         if truncation == "end" and not any(spans or []):
             results, tokens = await self._encode_inputs(model, adapter, items, options, instruction, call, timing)
             truncated = [i.id for i, t in zip(items, tokens, strict=True) if t.truncated]
@@ -214,10 +219,15 @@ class InferenceService:
             encoder = await self._adapter(model, call)
             if not isinstance(encoder, TextEncoder):
                 raise unsupported(model, "score")
-            queries, documents = EncodeOptions((kind,), is_query=True), EncodeOptions((kind,), is_query=False)
+            q_task, d_task = lora_task(model, None, is_query=True), lora_task(model, None, is_query=False)
+            queries = EncodeOptions((kind,), is_query=True, lora_task=q_task)
+            documents = EncodeOptions((kind,), is_query=False, lora_task=d_task)
+            q_instruction = task_instruction(model, q_task, instruction)
             (q_out, q_tokens), (d_out, d_tokens) = await asyncio.gather(
-                self._encode_inputs(model, encoder, [query], queries, instruction, call, timing),
-                self._encode_inputs(model, encoder, items, documents, None, call, timing),
+                self._encode_inputs(model, encoder, [query], queries, q_instruction, call, timing),
+                self._encode_inputs(
+                    model, encoder, items, documents, task_instruction(model, d_task, None), call, timing
+                ),
             )
             scores = [similarity(kind, q_out[0][kind], d[kind]) for d in d_out]
             truncated = [i.id for i, t in zip([query, *items], q_tokens + d_tokens, strict=True) if t.truncated]
