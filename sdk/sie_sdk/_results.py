@@ -46,6 +46,8 @@ def parse_encode(body: Any) -> list[EncodeResult]:
             result["sparse"] = _sparse(raw["sparse"])
         if raw.get("multivector") is not None:
             result["multivector"] = _multivector(raw["multivector"])
+        if raw.get("muvera") is not None:  # shaped like dense: {dims, dtype, values}
+            result["muvera"] = _dense(raw["muvera"])
         if raw.get("chunks") is not None:
             result["chunks"] = [
                 {"start": int(c["start"]), "end": int(c["end"]), "dense": _dense(c["dense"])} for c in raw["chunks"]

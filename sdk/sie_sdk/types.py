@@ -52,13 +52,16 @@ class SparseVector(TypedDict):
 class EncodeResult(TypedDict, total=False):
     """One encoded item; only the outputs the server returned are present.
 
-    ``dense`` has shape ``(dims,)``; ``multivector`` has shape ``(num_tokens, token_dims)``.
+    ``dense`` has shape ``(dims,)``; ``multivector`` has shape ``(num_tokens, token_dims)``; ``muvera``
+    (output type ``muvera`` of a multivector model) is one fixed-size vector ``(dims,)`` for a plain
+    vector index; ``chunks`` (late chunking) holds one dense vector per requested span.
     """
 
     id: str
     dense: Array
     sparse: SparseVector
     multivector: Array
+    muvera: Array
     chunks: list[SpanChunk]
     timing: Timing
     model: str
