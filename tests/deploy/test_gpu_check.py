@@ -206,3 +206,27 @@ def test_no_reranker_reachable_says_why(monkeypatch: pytest.MonkeyPatch) -> None
     found, where = cat.find_reranker()
     assert found is None
     assert "hub is unreachable" in where
+
+
+def test_driver_checks_read_a_real_servers_answers(tmp_path: Path) -> None:
+    """The driver's HTTP checks against a real server on CPU (the same routes the GPU run uses):
+    the fp32 CPU reference agrees with itself, the LLM says Paris, and a model's load state reads back."""
+    import httpx
+
+    from benchmarks import gpu_check
+    from tests.helpers.server import ServerProcess
+
+    folder = tmp_path / "models"
+    cat.write_catalog(folder, None, sglang=False)
+    server = ServerProcess(folder, "--device", "cpu", "--offline", "--threads", "1", log=tmp_path / "log")
+    server.wait_ready(60)
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            ok, detail = gpu_check.check_embedder(client, folder)
+            assert ok, detail
+            assert gpu_check.loaded(client, cat.EMBEDDER) and not gpu_check.loaded(client, cat.LLM)
+            ok, detail = gpu_check.check_llm(client, "llamacpp")
+            assert ok, detail
+            assert gpu_check.loaded(client, cat.LLM)
+    finally:
+        server.stop()
