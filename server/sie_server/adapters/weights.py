@@ -13,13 +13,17 @@ from sie_server.errors import ModelLoadFailed
 log = logging.getLogger(__name__)
 
 # Only these files are fetched from the hub: the weights in safetensors, configs, tokenizers,
-# plus what a family keeps elsewhere (GLiNER's pytorch_model.bin, BGE-M3's sparse/colbert heads).
-HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "1_Pooling/*", "1_Dense/*"]
+# sentence-transformers' pooling and Dense head folders (N_Dense/, whatever N, in safetensors or
+# pytorch_model.bin), plus what a family keeps elsewhere (GLiNER's pytorch_model.bin, BGE-M3's
+# sparse/colbert heads) and, for a repository that ships its own modelling code, its .py files.
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "*_Pooling/*", "*_Dense/*"]
 FAMILY_PATTERNS = {"gliner": ["pytorch_model.bin"], "bge_m3": ["colbert_linear.pt", "sparse_linear.pt"]}
+REMOTE_CODE_PATTERNS = ["*.py"]
 
 
 def hub_patterns(config: ModelConfig) -> list[str]:
-    return HUB_PATTERNS + FAMILY_PATTERNS.get(config.adapter, [])
+    remote = config.architecture is not None and config.architecture.trust_remote_code
+    return HUB_PATTERNS + FAMILY_PATTERNS.get(config.adapter, []) + (REMOTE_CODE_PATTERNS if remote else [])
 
 
 @dataclass(frozen=True)
