@@ -8,7 +8,6 @@ The flags are built from the settings models (``settings.Settings``,
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -18,9 +17,16 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.cli_flags import add_flags, read_settings
 from sie_server.cluster.gateway_settings import GatewaySettings
 from sie_server.contract.model_filter import OUTPUTS, TASKS, ModelFilter
-from sie_server.settings import CatalogSettings, Settings
+from sie_server.settings import CatalogSettings, CommonSettings, Settings
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+def _observe(settings: CommonSettings, service: str) -> None:
+    """Log lines (text or JSON, with request ids) and, when OTEL_EXPORTER_OTLP_ENDPOINT is set, traces."""
+    from sie_server.observability import tracing
+    from sie_server.observability.logging import setup_logging
+
+    setup_logging(settings.log_format, settings.verbose)
+    tracing.setup(service)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,7 +74,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
 
 
 def serve(settings: Settings) -> int:
-    logging.basicConfig(level=logging.DEBUG if settings.verbose else logging.INFO, format=LOG_FORMAT)
+    _observe(settings, "sie-server")
     if settings.offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
     from sie_server.memory.heap import bound_shape_caches
@@ -94,7 +100,7 @@ def gateway_settings(args: argparse.Namespace, environ: Mapping[str, str] | None
 def run_gateway(settings: GatewaySettings) -> int:
     from sie_server import serving
 
-    logging.basicConfig(level=logging.DEBUG if settings.verbose else logging.INFO, format=LOG_FORMAT)
+    _observe(settings, "sie-gateway")
     serving.run_gateway(settings)
     return 0
 

@@ -92,6 +92,9 @@ class CommonSettings(CatalogSettings):
     host: str = Field(default="127.0.0.1", description="bind address")
     port: int = Field(default=8080, ge=0, le=65535, description="bind port")
     verbose: bool = Field(default=False, description="debug logs and an access-log line per request")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text lines, or JSON lines with the request id on each line about a request"
+    )
     max_items_per_request: int = Field(default=DEFAULT_MAX_ITEMS, ge=1, description="items in one request")
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, ge=1, description="bytes of one text (413 past it)")
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1, description="bytes of one body (413 past it)")

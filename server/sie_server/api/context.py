@@ -9,6 +9,7 @@ from sie_server.api.service import Service
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract import models
 from sie_server.contract.headers import CallOptions, call_options
+from sie_server.observability.logging import REQUEST_MODEL
 
 MODEL = Path(description=MODEL_ID, examples=["sentence-transformers/all-MiniLM-L6-v2"])
 
@@ -24,6 +25,7 @@ def model_for(request: Request, model_id: str, task: str) -> ModelConfig:
     models.require_task(config, task)
     request.state.sie_model = config.id
     request.state.sie_task = task
+    REQUEST_MODEL.set(config.id)  # the request's later log lines name the model
     return config
 
 

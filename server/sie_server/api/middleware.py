@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from typing import Any, Protocol
 
@@ -13,6 +14,11 @@ from sie_server.api.keys import WORK_PREFIXES, Access
 from sie_server.api.quota import KeyQuota, open_ticket
 from sie_server.contract import headers as h
 from sie_server.errors import Forbidden, SIEError
+from sie_server.observability import logging as request_logs
+from sie_server.observability import tracing
+
+log = logging.getLogger(__name__)
+_REQUEST_ID = h.REQUEST_ID.encode()
 
 
 class RequestRecorder(Protocol):
@@ -22,35 +28,69 @@ class RequestRecorder(Protocol):
 
 
 class RequestMetrics:
-    """Counts ``/v1/`` and ``/v2/`` requests by model, task and outcome (``ok``, an error code, ``client_gone``)."""
+    """Gives every HTTP request its id (the caller's ``X-Request-ID`` if well formed, else a new one),
+    current for the request's log lines and returned in the answer's ``X-Request-ID``; its span when
+    tracing is on; and counts ``/v1/`` and ``/v2/`` requests by model, task and outcome (``ok``, an
+    error code, ``client_gone``)."""
 
     def __init__(self, app: ASGIApp, recorder: RequestRecorder):
         self.app = app
         self.recorder = recorder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(("/v1/", "/v2/")):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        request_id = request_logs.accept_request_id(_header(scope, _REQUEST_ID))
+        token, model = request_logs.REQUEST_ID.set(request_id), request_logs.REQUEST_MODEL.set(None)
+        try:
+            if tracing.enabled():
+                with tracing.request_span(scope["method"], scope["path"], scope["headers"], request_id) as span:
+                    await self._handle(scope, receive, send, request_id, span)
+            else:
+                await self._handle(scope, receive, send, request_id, None)
+        finally:
+            request_logs.REQUEST_ID.reset(token)
+            request_logs.REQUEST_MODEL.reset(model)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, request_id: str, span: Any) -> None:
+        work = scope["path"].startswith(("/v1/", "/v2/"))
         started = time.perf_counter()
-        outcome: dict[str, Any] = {"status": "client_gone"}
+        outcome: dict[str, Any] = {"status": "client_gone", "code": 0}
+        id_header = (_REQUEST_ID, request_id.encode())
 
         async def capture(message: Message) -> None:
             if message["type"] == "http.response.start":
-                if message["status"] < 400:
+                outcome["code"] = status = message["status"]
+                if status < 400:
                     outcome["status"] = "ok"
                 else:
                     code = dict(message.get("headers", [])).get(h.ERROR_CODE.encode())
                     outcome["status"] = code.decode() if code else "error"
+                if span is not None:
+                    tracing.set_status(span, status, (scope.get("state") or {}).get("sie_model"))
+                message = {**message, "headers": [*message.get("headers", []), id_header]}
             await send(message)
 
-        self.recorder.started()
+        if work:
+            self.recorder.started()
         try:
             await self.app(scope, receive, capture)
         finally:
             tags = scope.get("state") or {}
             seconds = time.perf_counter() - started
-            self.recorder.finished(tags.get("sie_model"), tags.get("sie_task"), outcome["status"], seconds)
+            if work:
+                self.recorder.finished(tags.get("sie_model"), tags.get("sie_task"), outcome["status"], seconds)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s answered %s (%s) in %.1f ms", scope["method"], scope["path"], outcome["code"],
+                          outcome["status"], seconds * 1000, extra={"model": tags.get("sie_model")})  # fmt: skip
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
 
 
 class _Refuse:

@@ -37,8 +37,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sie_server.cluster import nats_connection, pool_gauges, streams
 from sie_server.cluster.gateway_settings import GatewaySettings as GatewaySettings  # re-exported
 from sie_server.cluster.streams import Reply
+from sie_server.contract import headers as h
 from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError, QueueFull
+from sie_server.observability import tracing
+from sie_server.observability.logging import current_request_id
 from sie_server.observability.metrics import LATENCY_BUCKETS
 
 log = logging.getLogger(__name__)
@@ -228,6 +231,10 @@ class Gateway:
         token = uuid.uuid4().hex
         call = Call(reply_to=f"{self.inbox}.{token}", pool=pool, priority=priority, target=self.holder(pool, model_id))
         call.headers = {streams.REPLY_TO: call.reply_to, streams.PATH: path, streams.PRIORITY: priority}
+        request_id = current_request_id()
+        if request_id is not None:  # the worker logs and answers under the caller's request id
+            call.headers[h.REQUEST_ID] = request_id
+        tracing.inject(call.headers)  # traceparent: the worker's spans continue this request's trace
         if deadline is not None:
             call.headers[streams.DEADLINE] = f"{deadline:.3f}"
         if not wait_for_model:

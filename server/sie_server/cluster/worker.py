@@ -46,6 +46,7 @@ from sie_server.contract.codec import MSGPACK, SSE, dumps_json
 from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError
 from sie_server.memory.pool import ModelState
+from sie_server.observability.logging import REQUEST_ID
 
 log = logging.getLogger(__name__)
 FORWARDED = (h.ERROR_CODE, h.RETRY_AFTER, h.CONTENT_TYPE)
@@ -186,6 +187,7 @@ class QueueWorker:
         from nats.errors import Error as NatsError
 
         reply_to = headers.get(streams.REPLY_TO, "")
+        REQUEST_ID.set(headers.get(h.REQUEST_ID))  # this task's log lines carry the caller's request id
         if await self._answered_before(msg, reply_to):
             return
         keepalive = asyncio.get_running_loop().create_task(self._keep_alive(msg))
@@ -231,6 +233,9 @@ class QueueWorker:
             h.WAIT_FOR_MODEL: headers.get(streams.WAIT_FOR_MODEL, "true"),
             h.QUEUE_TOKEN: self.app.state.sie.queue_token,
         }
+        for carried in (h.REQUEST_ID, h.TRACEPARENT, h.TRACESTATE):  # the request's id and trace go on
+            if carried in headers:
+                call_headers[carried] = headers[carried]
         if streams.DEADLINE in headers:  # what is left of the caller's wait (0: it has passed; the route refuses)
             left_ms = (float(headers[streams.DEADLINE]) - time.time()) * 1000
             call_headers[h.TIMEOUT_MS] = str(max(0, int(left_ms)))

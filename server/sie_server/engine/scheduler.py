@@ -28,6 +28,8 @@ from sie_server.engine.isolation import OOM_RETRY_AFTER_S, is_out_of_memory, run
 from sie_server.engine.policy import PRIORITIES, PriorityPolicy
 from sie_server.errors import InferenceError, InvalidInput, QueueFull, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
+from sie_server.observability import logging as request_logs
+from sie_server.observability import tracing
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,9 @@ class WorkItem:
     enqueued_at: float = field(default_factory=time.monotonic)
     started_at: float = 0.0
     finished_at: float = 0.0
+    #: the request it belongs to, for log lines about its batch; its span's context when tracing is on
+    request_id: str | None = field(default_factory=request_logs.current_request_id)
+    trace: Any = field(default_factory=tracing.current)
     #: items of one group may share a batch: same model, same options
     group: GroupKey = field(init=False)
 
@@ -66,6 +71,15 @@ def _timed_run(adapter: Encoder[Any], batch: list[Tokens], options: BatchOptions
     started = time.perf_counter()
     results = adapter.run(batch, options)
     return results, time.perf_counter() - started
+
+
+def _tag_logs(batch: list[WorkItem]) -> None:
+    """This lane task's log lines carry the batch's request ids (and the request's id when it has one)."""
+    ids = tuple(dict.fromkeys(i.request_id for i in batch if i.request_id))
+    if len(ids) == 1:
+        request_logs.REQUEST_ID.set(ids[0])
+    elif ids:
+        request_logs.BATCH_IDS.set(ids)
 
 
 def batch_runner(adapter: ModelAdapter, head: WorkItem) -> Encoder[Any] | None:
@@ -243,8 +257,11 @@ class Scheduler:
 
     async def _run_lane(self, lane: str, batch: list[WorkItem], started: Started | None) -> None:
         deliver = None
+        _tag_logs(batch)
         try:
-            deliver = await self._run(batch, self._executors[lane], started)
+            head = batch[0]
+            with tracing.batch_span(head.model.id, head.options.task, ((i.trace, i.enqueued_at) for i in batch)):
+                deliver = await self._run(batch, self._executors[lane], started)
         except Exception:  # the lane must outlive any batch
             log.exception("scheduler: unexpected failure around a batch")
         finally:
@@ -329,7 +346,8 @@ class Scheduler:
         halves and run those, down to single items."""
         head = batch[0]
         try:
-            results, seconds = await (running if running is not None else self._submit(adapter, batch, executor))
+            with tracing.inference_span(len(batch)):
+                results, seconds = await (running if running is not None else self._submit(adapter, batch, executor))
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise

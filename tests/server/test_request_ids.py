@@ -1,0 +1,113 @@
+"""X-Request-ID: taken from the caller or made, returned in the answer, on the JSON log lines of that
+request in the server's log, and carried from the gateway to the worker."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers.catalog import tiny_embedder, write_config
+from tests.helpers.cluster import Gateway, Nats, running, worker
+from tests.helpers.server import ServerProcess
+from tests.helpers.tiny_models import build_bert_embedder
+from tests.helpers.wait import wait_until
+
+MODEL = "test/tiny-embedder"
+BODY = {"items": [{"text": "hello"}]}
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("request-id-catalog")
+    write_config(folder, tiny_embedder(MODEL, build_bert_embedder(folder / "embedder")))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    log = tmp_path_factory.mktemp("request-id-logs") / "server.log"
+    proc = ServerProcess(catalog, "--offline", "--threads", "1", "--log-format", "json", "--verbose", log=log)
+    with running(proc):
+        yield proc
+
+
+def json_lines(log: Path) -> list[dict[str, Any]]:
+    """The log's JSON lines (uvicorn's own lines stay text)."""
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            found.append(json.loads(line))  # a line that starts like JSON must be JSON
+    return found
+
+
+def lines_of(log: Path, request_id: str) -> list[dict[str, Any]]:
+    return [line for line in json_lines(log) if line.get("request_id") == request_id]
+
+
+def wait_for_lines(log: Path | None, request_id: str) -> list[dict[str, Any]]:
+    assert log is not None, "the process was started without a log file"
+    return wait_until(lambda: lines_of(log, request_id), message=f"no log line with request_id {request_id}")
+
+
+def test_a_given_id_comes_back_and_is_on_that_requests_log_lines(server: ServerProcess) -> None:
+    answer = httpx.post(
+        f"{server.url}/v1/encode/{MODEL}", json=BODY, headers={"X-Request-ID": "caller-42.a:b"}, timeout=60
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-request-id"] == "caller-42.a:b"
+    lines = wait_for_lines(server.log, "caller-42.a:b")
+    done = [line for line in lines if "answered 200" in line["message"]]
+    assert done, lines
+    assert done[0]["model"] == MODEL
+    assert done[0]["level"] == "DEBUG" and done[0]["logger"] == "sie_server.api.middleware"
+    assert {"time", "level", "logger", "message"} <= set(done[0])
+
+
+def test_an_id_is_made_when_none_is_sent(server: ServerProcess) -> None:
+    first = httpx.post(f"{server.url}/v1/encode/{MODEL}", json=BODY, timeout=60).headers["x-request-id"]
+    second = httpx.get(f"{server.url}/v1/models").headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", first) and re.fullmatch(r"[0-9a-f]{32}", second)
+    assert first != second
+    wait_for_lines(server.log, first)
+
+
+@pytest.mark.parametrize("sent", ["has spaces", "x" * 129, "semi;colon", "new\u00e9"])
+def test_a_malformed_id_is_replaced(server: ServerProcess, sent: str) -> None:
+    raw = sent.encode("latin-1")
+    answer = httpx.post(f"{server.url}/v1/encode/{MODEL}", json=BODY, headers=[(b"X-Request-ID", raw)], timeout=60)
+    assert answer.status_code == 200
+    given = answer.headers["x-request-id"]
+    assert given != sent and re.fullmatch(r"[0-9a-f]{32}", given)
+    wait_for_lines(server.log, given)
+
+
+def test_an_error_answer_carries_the_id_too(server: ServerProcess) -> None:
+    answer = httpx.post(f"{server.url}/v1/encode/no/such-model", json=BODY, headers={"X-Request-ID": "missing-1"})
+    assert answer.status_code == 404
+    assert answer.headers["x-request-id"] == "missing-1"
+
+
+def test_the_gateway_and_the_worker_log_the_same_id(catalog: Path, tmp_path: Path) -> None:
+    nats = Nats(tmp_path / "jetstream")
+    flags = ("--log-format", "json", "--verbose")
+    try:
+        gateway_log, worker_log = tmp_path / "gateway.log", tmp_path / "worker.log"
+        gateway = Gateway(catalog, nats.url, *flags, log=gateway_log)
+        work = worker(catalog, nats.url, worker_log, *flags)
+        with running(gateway, work):
+            answer = httpx.post(f"{gateway.url}/v1/encode/{MODEL}", json=BODY,
+                                headers={"X-Request-ID": "through-gw-7"}, timeout=60)  # fmt: skip
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["x-request-id"] == "through-gw-7"
+            at_gateway = wait_for_lines(gateway_log, "through-gw-7")
+            at_worker = wait_for_lines(worker_log, "through-gw-7")
+            assert any("answered 200" in line["message"] for line in at_gateway)
+            assert any(f"/v1/encode/{MODEL} answered 200" in line["message"] for line in at_worker)
+    finally:
+        nats.stop()
