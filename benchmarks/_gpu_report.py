@@ -125,6 +125,12 @@ class Report:
         }
 
 
+def one_line(text: str, limit: int = 240) -> str:
+    """A table cell: whitespace (newlines too) collapsed, pipes escaped, cut at ``limit`` characters."""
+    flat = " ".join(text.split()).replace("|", "/")
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def _verdict(ok: bool | None) -> str:
     return "skipped" if ok is None else ("pass" if ok else "FAIL")
 
@@ -145,7 +151,7 @@ def markdown(report: Report, when: str, commit: str) -> str:
         "| check | result | detail | seconds |",
         "| --- | --- | --- | --- |",
     ]
-    lines += [f"| {c.name} | {_verdict(c.ok)} | {c.detail} | {c.seconds:.1f} |" for c in report.checks]
+    lines += [f"| {c.name} | {_verdict(c.ok)} | {one_line(c.detail)} | {c.seconds:.1f} |" for c in report.checks]
     ratios = {k: v for k, v in report.figures.items() if k.endswith("_ratio")}
     if ratios:
         lines += ["", "| throughput | SIE / baseline |", "| --- | --- |"]

@@ -166,7 +166,10 @@ def test_report_markdown_names_the_gpu_and_the_verdicts() -> None:
     assert "| encode_vs_sentence_transformers | 0.87x |" in text
     assert "| generate_vs_bare_sglang | n/a |" in text
     assert report.passed and text.rstrip().endswith("Overall: pass.")
-    report.checks.append(Check("LLM on sglang says Paris", False, "answered 'Lyon'"))
+    report.checks.append(Check("server on cuda", False, "RuntimeError: exited\nTraceback | line 3\n" + "x" * 500))
+    row = next(line for line in markdown(report, "now", "abc").splitlines() if line.startswith("| server on cuda"))
+    assert row.startswith("| server on cuda | FAIL | RuntimeError: exited Traceback / line 3 xxx")
+    assert row.endswith("... | 0.0 |") and len(row) < 300
     assert not report.passed
     assert report.as_json()["passed"] is False
     assert markdown(report, "now", "abc").rstrip().endswith("Overall: FAIL.")
