@@ -42,7 +42,7 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         request_id = request_logs.accept_request_id(_header(scope, _REQUEST_ID))
-        token, model = request_logs.REQUEST_ID.set(request_id), request_logs.REQUEST_MODEL.set(None)
+        token = request_logs.REQUEST_ID.set(request_id)  # (the model's is set by the route, in this task)
         try:
             if tracing.enabled():
                 with tracing.request_span(scope["method"], scope["path"], scope["headers"], request_id) as span:
@@ -51,7 +51,6 @@ class RequestMetrics:
                 await self._handle(scope, receive, send, request_id, None)
         finally:
             request_logs.REQUEST_ID.reset(token)
-            request_logs.REQUEST_MODEL.reset(model)
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send, request_id: str, span: Any) -> None:
         work = scope["path"].startswith(("/v1/", "/v2/"))

@@ -13,10 +13,11 @@ and when known ``request_id``, ``model``, ``request_ids``, ``trace_id``, ``exc_i
 from __future__ import annotations
 
 import datetime
+import itertools
 import logging
+import os
 import re
 import sys
-import uuid
 from contextvars import ContextVar
 from typing import IO, Any, Literal
 
@@ -32,8 +33,13 @@ REQUEST_MODEL: ContextVar[str | None] = ContextVar("sie_request_model", default=
 BATCH_IDS: ContextVar[tuple[str, ...] | None] = ContextVar("sie_batch_request_ids", default=None)
 
 
+_ID_PREFIX = os.urandom(8).hex()  # this process's; a counter after it makes each id in 30 ns, not a uuid's 1.5 us
+_ID_COUNTER = itertools.count()
+
+
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    """32 hex digits, unique across processes (random per process) and within one (a counter)."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
 def accept_request_id(raw: str | None) -> str:
