@@ -3,7 +3,9 @@ request in the server's log, and carried from the gateway to the worker."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,20 +14,26 @@ from typing import Any
 import httpx
 import pytest
 
+from sie_server.observability import logging as request_logs
 from tests.helpers.catalog import tiny_embedder, write_config
 from tests.helpers.cluster import Gateway, Nats, running, worker
+from tests.helpers.fault_adapters import POISON_ENCODE
 from tests.helpers.server import ServerProcess
 from tests.helpers.tiny_models import build_bert_embedder
 from tests.helpers.wait import wait_until
 
 MODEL = "test/tiny-embedder"
+POISONED = "test/poison-embedder"  # a batch holding a text starting with POISON_ENCODE fails in the model
 BODY = {"items": [{"text": "hello"}]}
+FAULTS = "tests.helpers.fault_adapters"
 
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("request-id-catalog")
-    write_config(folder, tiny_embedder(MODEL, build_bert_embedder(folder / "embedder")))
+    embedder = build_bert_embedder(folder / "embedder")
+    write_config(folder, tiny_embedder(MODEL, embedder))
+    write_config(folder, {**tiny_embedder(POISONED, embedder), "adapter": f"{FAULTS}:PoisonEmbedding"})
     return folder
 
 
@@ -91,6 +99,39 @@ def test_an_error_answer_carries_the_id_too(server: ServerProcess) -> None:
     answer = httpx.post(f"{server.url}/v1/encode/no/such-model", json=BODY, headers={"X-Request-ID": "missing-1"})
     assert answer.status_code == 404
     assert answer.headers["x-request-id"] == "missing-1"
+
+
+def test_a_failed_batch_is_logged_with_its_requests_id(server: ServerProcess) -> None:
+    """The batch runs in the engine's own task, not the request's: its failure line still names the request."""
+    body = {"items": [{"text": f"{POISON_ENCODE} at noon"}]}
+    answer = httpx.post(f"{server.url}/v1/encode/{POISONED}", json=body, headers={"X-Request-ID": "poisoned-1"},
+                        timeout=60)  # fmt: skip
+    assert answer.status_code == 500
+    assert answer.headers["x-request-id"] == "poisoned-1"
+    log = server.log
+    assert log is not None
+    lines = wait_until(
+        lambda: [line for line in lines_of(log, "poisoned-1") if line["level"] == "ERROR"],
+        message="no error line for the failed batch",
+    )
+    assert lines[0]["logger"] == "sie_server.engine.scheduler"
+    assert "simulated failure on a poisoned text" in lines[0]["exc_info"]
+
+
+def test_text_lines_name_the_request_too() -> None:
+    stream = io.StringIO()
+    logger = logging.getLogger("tests.request_ids.text")
+    logger.propagate = False
+    logger.addHandler(request_logs.handler("text", stream))
+    token = request_logs.REQUEST_ID.set("text-id-1")
+    try:
+        logger.warning("about a request")
+    finally:
+        request_logs.REQUEST_ID.reset(token)
+    logger.warning("about nothing")
+    first, second = stream.getvalue().splitlines()
+    assert first.endswith("WARNING tests.request_ids.text: about a request [request_id=text-id-1]")
+    assert second.endswith("WARNING tests.request_ids.text: about nothing")
 
 
 def test_the_gateway_and_the_worker_log_the_same_id(catalog: Path, tmp_path: Path) -> None:
