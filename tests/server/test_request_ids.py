@@ -13,8 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from sie_server.compose import create_app
 from sie_server.observability import logging as request_logs
+from sie_server.settings import Settings
 from tests.helpers.catalog import tiny_embedder, write_config
 from tests.helpers.cluster import Gateway, Nats, running, worker
 from tests.helpers.fault_adapters import POISON_ENCODE
@@ -116,6 +119,16 @@ def test_a_failed_batch_is_logged_with_its_requests_id(server: ServerProcess) ->
     )
     assert lines[0]["logger"] == "sie_server.engine.scheduler"
     assert "simulated failure on a poisoned text" in lines[0]["exc_info"]
+
+
+def test_a_refusal_for_a_missing_key_carries_the_id(catalog: Path) -> None:
+    app = create_app(Settings(models_dir=catalog, offline=True, threads=1, api_keys=("secret-key",)))
+    client = TestClient(app)  # no lifespan: the key check answers before any engine work
+    refused = client.post(f"/v1/encode/{MODEL}", json=BODY, headers={"X-Request-ID": "no-key-1"})
+    assert refused.status_code == 401
+    assert refused.headers["x-request-id"] == "no-key-1"
+    made = client.post(f"/v1/encode/{MODEL}", json=BODY).headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", made)
 
 
 def test_text_lines_name_the_request_too() -> None:

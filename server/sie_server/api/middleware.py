@@ -85,6 +85,13 @@ class RequestMetrics:
                           outcome["status"], seconds * 1000, extra={"model": tags.get("sie_model")})  # fmt: skip
 
 
+async def refuse(error: SIEError, scope: Scope, receive: Receive, send: Send) -> None:
+    """An error answer from a middleware outside ``RequestMetrics`` (a missing key), with the request's id."""
+    response = error_response(error, scope["path"])
+    response.headers[h.REQUEST_ID] = request_logs.accept_request_id(_header(scope, _REQUEST_ID))
+    await response(scope, receive, send)
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
@@ -105,7 +112,7 @@ class _Refuse:
         if scope["type"] == "http" and scope["path"].startswith(("/v1/", "/v2/")):
             refused = self.refusal(scope)
             if refused is not None:
-                await error_response(refused, scope["path"])(scope, receive, send)
+                await refuse(refused, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -149,7 +156,7 @@ class ApiKeys:
             return
         verdict = self.access.check(scope["method"], scope["path"], headers)
         if verdict.refusal is not None:
-            await error_response(verdict.refusal, scope["path"])(scope, receive, send)
+            await refuse(verdict.refusal, scope, receive, send)
             return
         if self.quota is None or scope["method"] != "POST" or not scope["path"].startswith(WORK_PREFIXES):
             await self.app(scope, receive, send)
