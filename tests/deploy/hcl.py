@@ -1,6 +1,7 @@
 """Read deploy/terraform offline with python-hcl2: modules as parsed blocks, the references their expressions
-make, and a small evaluator for the plain expressions (literals, var./local. references, string templates and
-`cond ? a : b`) that the Helm values are written in, so that tests can check them against the chart."""
+make, and a small evaluator for the plain expressions (literals, var./local. references, string templates,
+`cond ? a : b`, `a == b` / `a != b`, `[for x in list : body]` and `merge(...)`) that the Helm values are
+written in, so that tests can check them against the chart."""
 
 from __future__ import annotations
 
@@ -131,6 +132,12 @@ def local_source(module: Module, call: dict[str, Any]) -> Path | None:
 class Scope:
     variables: dict[str, Any]
     locals: dict[str, Any]
+    names: dict[str, Any] = field(default_factory=dict)  # a for expression's iteration variables
+
+
+NAME = re.compile(r"^([A-Za-z_][\w-]*)((?:\.[A-Za-z_][\w-]*)*)$")
+FOR_LIST = re.compile(r"^\[\s*for\s+([A-Za-z_]\w*)\s+in\s+(.+?)\s*:\s*(.+)\]$", re.DOTALL)
+CALL = re.compile(r"^([a-z_]+)\((.*)\)$", re.DOTALL)
 
 
 def _split_conditional(text: str) -> tuple[str, str, str] | None:
@@ -152,6 +159,36 @@ def _split_conditional(text: str) -> tuple[str, str, str] | None:
     return None
 
 
+def _split_top_level(text: str, separator: str) -> list[str]:
+    """Text split at each `separator` outside quotes and brackets."""
+    depth, quoted, start, parts, i = 0, False, 0, [], 0
+    while i < len(text):
+        char = text[i]
+        if char == '"' and (i == 0 or text[i - 1] != "\\"):
+            quoted = not quoted
+        elif not quoted and char in "([{":
+            depth += 1
+        elif not quoted and char in ")]}":
+            depth -= 1
+        elif not quoted and depth == 0 and text.startswith(separator, i):
+            parts.append(text[start:i])
+            start = i + len(separator)
+            i = start
+            continue
+        i += 1
+    return [*parts, text[start:]]
+
+
+def _operand(text: str, scope: Scope) -> Any:
+    """A sub-expression: a reference or a nested expression, or a literal (parsed by python-hcl2)."""
+    text = text.strip()
+    if NAME.match(text) and text not in ("null", "true", "false"):
+        return _evaluate_expression(text, scope)
+    if text[:1] in '{["' or text in ("null", "true", "false") or re.fullmatch(r"-?[0-9.]+", text):
+        return evaluate(_parse_expression(text), scope)
+    return _evaluate_expression(text, scope)
+
+
 def _parse_expression(text: str) -> Any:
     """One HCL expression as python-hcl2 returns it (by parsing it as an attribute)."""
     return hcl2.loads(f"x = {text}\n")["x"]
@@ -164,15 +201,39 @@ def _evaluate_expression(expression: str, scope: Scope) -> Any:
         condition = _evaluate_expression(conditional[0], scope)
         if isinstance(condition, Unresolved):
             return condition
-        return evaluate(_parse_expression(conditional[1] if condition else conditional[2]), scope)
+        return _operand(conditional[1] if condition else conditional[2], scope)
+    for operator in ("==", "!="):
+        sides = _split_top_level(expression, operator)
+        if len(sides) == 2:
+            left, right = (_operand(side, scope) for side in sides)
+            if isinstance(left, Unresolved) or isinstance(right, Unresolved):
+                return Unresolved(expression)
+            return (left == right) == (operator == "==")
+    loop = FOR_LIST.match(expression)
+    if loop is not None:
+        name, collection, body = loop.groups()
+        items = _operand(collection, scope)
+        if not isinstance(items, list):
+            return Unresolved(expression)
+        return [_operand(body, Scope(scope.variables, scope.locals, {**scope.names, name: item})) for item in items]
+    call = CALL.match(expression)
+    if call is not None and call.group(1) == "merge":
+        arguments = [_operand(argument, scope) for argument in _split_top_level(call.group(2), ",")]
+        if not all(isinstance(argument, dict) for argument in arguments):
+            return Unresolved(expression)
+        return {key: value for argument in arguments for key, value in argument.items()}
     match = DOTTED.match(expression)
-    if match is None:
-        return Unresolved(expression)
-    kind, name, attributes = match.groups()
-    if kind == "var":
-        value = scope.variables.get(name, Unresolved(expression))
+    named = NAME.match(expression)
+    if match is not None:
+        kind, name, attributes = match.groups()
+        if kind == "var":
+            value = scope.variables.get(name, Unresolved(expression))
+        else:
+            value = evaluate(scope.locals[name], scope) if name in scope.locals else Unresolved(expression)
+    elif named is not None and named.group(1) in scope.names:
+        value, attributes = scope.names[named.group(1)], named.group(2)
     else:
-        value = evaluate(scope.locals[name], scope) if name in scope.locals else Unresolved(expression)
+        return Unresolved(expression)
     for attribute in filter(None, attributes.split(".")):
         value = value.get(attribute, Unresolved(expression)) if isinstance(value, dict) else Unresolved(expression)
     return value

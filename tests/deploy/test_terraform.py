@@ -146,22 +146,25 @@ def _tfvars(stack: str) -> dict[str, Any]:
     return {k: evaluate(v, Scope({}, {})) for k, v in data.items()}
 
 
-def _root_scope(stack: str) -> Scope:
-    """A stack's variables as its example sets them (with the example's terraform.tfvars.example)."""
+def _root_scope(stack: str, overrides: dict[str, Any] | None = None) -> Scope:
+    """A stack's variables as its example sets them (with the example's terraform.tfvars.example), then
+    `overrides` (the stack's variables set otherwise)."""
     example, root = load_module(TERRAFORM / stack / "examples"), load_module(TERRAFORM / stack)
     example_scope = Scope(variable_scope(example, {**_tfvars(stack), **EXAMPLE_SECRETS}), example.locals)
-    return Scope(variable_scope(root, call_arguments(example, example.modules["sie"], example_scope)), root.locals)
+    given = {**call_arguments(example, example.modules["sie"], example_scope), **(overrides or {})}
+    return Scope(variable_scope(root, given), root.locals)
 
 
-def _platform_scope(stack: str | None) -> Scope:
-    """sie-platform's variables as the example of a stack sets them (example -> stack -> shared module);
-    stack None: the shared module's own defaults with only its required inputs."""
+def _platform_scope(stack: str | None, overrides: dict[str, Any] | None = None) -> Scope:
+    """sie-platform's variables as the example of a stack sets them (example -> stack -> shared module), with
+    the stack's variables in `overrides` set otherwise; stack None: the shared module's own defaults with only
+    its required inputs."""
     platform = load_module(PLATFORM)
     if stack is None:
         given = {"image_repository": "registry.example.com/sie-server", **EXAMPLE_SECRETS}
         return Scope(variable_scope(platform, given), platform.locals)
     root = load_module(TERRAFORM / stack)
-    platform_given = call_arguments(root, root.modules["platform"], _root_scope(stack))
+    platform_given = call_arguments(root, root.modules["platform"], _root_scope(stack, overrides))
     return Scope(variable_scope(platform, platform_given), platform.locals)
 
 

@@ -25,6 +25,9 @@ module "eks" {
     aws-ebs-csi-driver = {
       service_account_role_arn = aws_iam_role.ebs_csi.arn
     }
+    aws-efs-csi-driver = { # the shared model cache (efs.tf)
+      service_account_role_arn = aws_iam_role.efs_csi.arn
+    }
   }
 
   eks_managed_node_groups = {
@@ -67,7 +70,7 @@ module "eks" {
         }
       }
 
-      # the workers' model cache (an emptyDir) lives on this disk
+      # the CUDA image (and the workers' model cache when it is an emptyDir) lives on this disk
       block_device_mappings = {
         xvda = {
           device_name = "/dev/xvda"

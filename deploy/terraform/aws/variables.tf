@@ -246,6 +246,39 @@ variable "gateway_internal" {
   default     = true
 }
 
+variable "model_cache" {
+  description = "The workers' model cache (/cache): shared (one EFS-backed ReadWriteMany volume per pool, kept across scale-to-zero: each model is downloaded once per pool) or ephemeral (a gp3 volume per worker pod, gone with the pod). A pool in `pools` may set its own modelCache."
+  type        = string
+  default     = "shared"
+
+  validation {
+    condition     = contains(["shared", "ephemeral"], var.model_cache)
+    error_message = "model_cache must be shared or ephemeral."
+  }
+}
+
+variable "model_cache_size" {
+  description = "Size of each model cache claim (shared: per pool, nominal on EFS, which grows as needed; ephemeral: per worker pod)."
+  type        = string
+  default     = "200Gi"
+
+  validation {
+    condition     = can(regex("^[0-9]+(Gi|Ti)$", var.model_cache_size))
+    error_message = "model_cache_size must be a quantity in Gi or Ti, e.g. 200Gi."
+  }
+}
+
+variable "alerts_interactive_p99_seconds" {
+  description = "Objective of the SIEInteractiveLatencyHigh alert: p99 seconds of interactive work per pool (the alerts are on when install_prometheus_stack is)."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.alerts_interactive_p99_seconds > 0
+    error_message = "alerts_interactive_p99_seconds must be above 0."
+  }
+}
+
 variable "install_prometheus_stack" {
   description = "Install kube-prometheus-stack with Grafana and SIE's dashboards; false to use a stack you already run."
   type        = bool

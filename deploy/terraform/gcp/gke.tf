@@ -24,6 +24,13 @@ resource "google_container_cluster" "this" {
     channel = var.release_channel
   }
 
+  addons_config {
+    # Filestore volumes for the shared model cache (filestore.tf)
+    gcp_filestore_csi_driver_config {
+      enabled = var.model_cache == "shared"
+    }
+  }
+
   workload_identity_config {
     workload_pool = "${var.project_id}.svc.id.goog"
   }
@@ -123,7 +130,7 @@ resource "google_container_node_pool" "gpu" {
     machine_type    = var.gpu_machine_type
     image_type      = "COS_CONTAINERD"
     disk_type       = "pd-ssd"
-    disk_size_gb    = var.gpu_node_disk_gb # the CUDA image and the workers' model cache (an emptyDir)
+    disk_size_gb    = var.gpu_node_disk_gb # the CUDA image (and the workers' model cache when it is an emptyDir)
     service_account = google_service_account.nodes.email
     oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels          = var.labels

@@ -13,6 +13,10 @@ module "platform" {
   auth_tokens      = var.auth_tokens
   storage_class    = "standard-rwo" # GKE's balanced persistent disk class
 
+  model_cache               = var.model_cache
+  model_cache_storage_class = local.model_cache_storage_class
+  model_cache_size          = var.model_cache_size
+
   service_account_annotations = {
     "iam.gke.io/gcp-service-account" = local.workloads_sa_email
   }
@@ -27,5 +31,11 @@ module "platform" {
   existing_grafana_url         = var.existing_grafana_url
   grafana_admin_password       = var.grafana_admin_password
 
-  depends_on = [google_container_node_pool.cpu, google_service_account_iam_member.workload_identity]
+  alerts_interactive_p99_seconds = var.alerts_interactive_p99_seconds
+
+  depends_on = [
+    google_container_node_pool.cpu,
+    google_service_account_iam_member.workload_identity,
+    kubernetes_storage_class_v1.filestore,
+  ]
 }

@@ -59,6 +59,8 @@ module "sie" {
   image_tag        = "0.1.0-cpu"
   auth_tokens      = var.auth_tokens
 
+  model_cache = "shared" # one ReadWriteMany model cache per pool (Filestore)
+
   gateway_internal       = true
   grafana_admin_password = var.grafana_admin_password
 }

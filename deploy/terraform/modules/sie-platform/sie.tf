@@ -6,8 +6,17 @@ locals {
   fullname         = var.release_name
   auth_secret_name = "${var.release_name}-gateway-tokens"
 
-  # The values given to the chart. Only literals and var./local. references, so that
-  # tests/deploy/test_terraform.py can evaluate them and check them against values.schema.json.
+  # The model cache every pool gets unless it sets its own modelCache (the chart's pools[].modelCache).
+  model_cache = var.model_cache == "emptyDir" ? { type = "emptyDir" } : {
+    type         = var.model_cache
+    size         = var.model_cache_size
+    storageClass = var.model_cache_storage_class
+  }
+  pools = [for pool in var.pools : merge({ modelCache = local.model_cache }, pool)]
+
+  # The values given to the chart. Only literals, var./local. references, comparisons, conditionals, list
+  # `for` and merge(), so that tests/deploy/test_terraform.py (tests/deploy/hcl.py) can evaluate them and
+  # check them against values.schema.json.
   sie_values = {
     fullnameOverride = local.fullname
     image = {
@@ -32,12 +41,18 @@ locals {
         annotations = var.gateway_service_annotations
       }
     }
-    pools = var.pools
+    pools = local.pools
     keda = {
       enabled = true
     }
     serviceMonitor = {
       enabled = var.service_monitors
+    }
+    # SIE's PrometheusRule (deploy/README.md, Alerts): on by default when this module installs the
+    # Prometheus stack; kube-prometheus-stack above selects every PrometheusRule, so no labels are needed.
+    alerts = {
+      enabled               = var.alerts == null ? var.install_prometheus_stack : var.alerts
+      interactiveP99Seconds = var.alerts_interactive_p99_seconds
     }
     nats = {
       enabled = true
@@ -83,6 +98,13 @@ resource "helm_release" "sie" {
   timeout           = 900
 
   values = [yamlencode(local.sie_values)]
+
+  lifecycle {
+    precondition {
+      condition     = var.model_cache != "shared" || var.model_cache_storage_class != ""
+      error_message = "model_cache = \"shared\" needs model_cache_storage_class: a ReadWriteMany class (EFS on AWS, Filestore on GCP)."
+    }
+  }
 
   depends_on = [
     kubernetes_secret_v1.auth,

@@ -45,7 +45,7 @@ variable "image_tag" {
 }
 
 variable "pools" {
-  description = "Worker pools, exactly as the chart's pools[] (keys name, device, gpus, memoryBudget, threads, resources, cacheSizeLimit, tolerations, nodeSelector, keda, ...; see deploy/README.md)."
+  description = "Worker pools, exactly as the chart's pools[] (keys name, device, gpus, memoryBudget, threads, resources, cacheSizeLimit, modelCache, tolerations, nodeSelector, keda, ...; see deploy/README.md)."
   type        = any
   default = [
     {
@@ -156,6 +156,51 @@ variable "nats_storage_size" {
   validation {
     condition     = can(regex("^[0-9]+(Mi|Gi|Ti)$", var.nats_storage_size))
     error_message = "nats_storage_size must be a Kubernetes quantity in Mi, Gi or Ti, e.g. 10Gi."
+  }
+}
+
+variable "model_cache" {
+  description = "Where each pool's workers keep downloaded weights (/cache), for pools that set no modelCache of their own: emptyDir (per pod, on the node's disk), ephemeral (a PVC per pod) or shared (one ReadWriteMany PVC per pool, kept across scale-to-zero; needs model_cache_storage_class)."
+  type        = string
+  default     = "emptyDir"
+
+  validation {
+    condition     = contains(["emptyDir", "ephemeral", "shared"], var.model_cache)
+    error_message = "model_cache must be emptyDir, ephemeral or shared."
+  }
+}
+
+variable "model_cache_storage_class" {
+  description = "StorageClass of the model cache's PVCs: a ReadWriteMany class for shared (EFS, Filestore); for ephemeral, empty means the cluster's default class. Unused with emptyDir."
+  type        = string
+  default     = ""
+}
+
+variable "model_cache_size" {
+  description = "Size of each model cache PVC (ephemeral: per pod; shared: per pool). Filestore's standard tier starts at 1Ti; EFS grows as needed and ignores it."
+  type        = string
+  default     = "100Gi"
+
+  validation {
+    condition     = can(regex("^[0-9]+(Gi|Ti)$", var.model_cache_size))
+    error_message = "model_cache_size must be a Kubernetes quantity in Gi or Ti, e.g. 100Gi."
+  }
+}
+
+variable "alerts" {
+  description = "Create the chart's PrometheusRule with SIE's alert rules (alerts.enabled; needs the Prometheus Operator CRDs). null: on exactly when install_prometheus_stack is true."
+  type        = bool
+  default     = null
+}
+
+variable "alerts_interactive_p99_seconds" {
+  description = "The objective for SIEInteractiveLatencyHigh: p99 seconds of interactive work per pool, from publish to first answer (alerts.interactiveP99Seconds)."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.alerts_interactive_p99_seconds > 0
+    error_message = "alerts_interactive_p99_seconds must be above 0."
   }
 }
 
