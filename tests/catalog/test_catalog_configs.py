@@ -8,6 +8,7 @@ at it, its adapter loaded, and one real batch run through the adapter API.
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -257,6 +258,19 @@ def check_gliner(adapter: Any, config: ModelConfig) -> None:
             assert 0.0 <= entity["score"] <= 1.0
 
 
+def check_gliner2(adapter: Any, config: ModelConfig) -> None:
+    """Labels as GLiNER's check; and a schema batch answers every declared name, spans inside the window."""
+    check_gliner(adapter, config)
+    schema = {"entities": ["company"], "classifications": {"kind": {"labels": ["invoice", "other"]}},
+              "structures": {"bill": {"total": {"dtype": "str"}}}, "relations": ["sent_to"]}  # fmt: skip
+    windows = adapter.windows(["Acme Corp sent an invoice to the cafeteria."])
+    options = ExtractOptions(labels=("company",), threshold=0.0, schema=json.dumps(schema))
+    [answer] = adapter.merge_schema(1, windows, adapter.run(windows, options), options.schema)
+    assert set(answer["entities"]) == {"company"} and set(answer["relations"]) == {"sent_to"}
+    assert [label["label"] in ("invoice", "other") for label in answer["classifications"]["kind"]] == [True]
+    assert all(set(instance) == {"total"} for instance in answer["structures"]["bill"])
+
+
 def check_causal_lm(adapter: Any, config: ModelConfig) -> None:
     vocab = adapter.model.config.vocab_size
     prompt = adapter.prompt_ids(None, [{"role": "user", "content": "hello world"}])
@@ -279,5 +293,6 @@ CHECKS: dict[str, Callable[[Any, ModelConfig], None]] = {
     "colpali": check_colpali,
     "cross_encoder": check_cross_encoder,
     "gliner": check_gliner,
+    "gliner2": check_gliner2,
     "causal_lm": check_causal_lm,
 }

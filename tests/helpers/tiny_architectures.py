@@ -14,6 +14,7 @@ from typing import Any
 from sie_server.catalog.schema import ModelConfig
 from tests.helpers.tiny_colvision import KINDS as COLVISION
 from tests.helpers.tiny_colvision import build_colvision
+from tests.helpers.tiny_gliner2 import build_gliner2
 from tests.helpers.tiny_models import vocabulary
 from tests.helpers.tiny_siglip2 import build_siglip2_naflex
 
@@ -87,6 +88,8 @@ def build(spec: Spec, folder: Path) -> Path:
     torch.manual_seed(0)
     if spec.adapter == "gliner":
         return _gliner(spec, folder)
+    if spec.adapter == "gliner2":
+        return build_gliner2(folder, spec.model_type, spec.hidden, spec.max_positions)
     if spec.model_type in IMAGE_TEXT:
         return _image_text(spec, folder)
     if spec.model_type in COLVISION:

@@ -23,6 +23,7 @@ _FAMILIES: dict[str, tuple[str, str]] = {
     "clip": ("sie_server.adapters.clip", "ClipAdapter"),
     "colpali": ("sie_server.adapters.colpali", "ColPaliAdapter"),
     "gliner": ("sie_server.adapters.gliner", "GlinerAdapter"),
+    "gliner2": ("sie_server.adapters.gliner2", "Gliner2Adapter"),
 }
 
 

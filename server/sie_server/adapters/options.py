@@ -58,6 +58,9 @@ class ExtractOptions:
 
     labels: tuple[str, ...]
     threshold: float
+    #: GLiNER2 schema extraction: the request's ``params.schema`` as JSON (items with different schemas
+    #: never share a batch); None: plain entity extraction with ``labels``
+    schema: str | None = None
 
 
 BatchOptions = EncodeOptions | ScoreOptions | ExtractOptions

@@ -21,6 +21,7 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "clip": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "colpali": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "gliner": (frozenset({"extract"}), frozenset({"extract"})),
+    "gliner2": (frozenset({"extract"}), frozenset({"extract"})),
     "causal_lm": (frozenset({"generate"}), frozenset({"generate"})),
 }
 SCORE_MODES = {

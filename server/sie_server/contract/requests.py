@@ -8,7 +8,16 @@ import base64
 import binascii
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 OutputType = Literal["dense", "sparse", "multivector", "muvera"]
 OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
@@ -117,10 +126,79 @@ class ScoreRequest(Wire):
     options: dict[str, Any] | None = None
 
 
+SchemaName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"\S")]
+#: keys of GLiNER2's own result that a classification or structure name may not take
+RESERVED_SCHEMA_NAMES = frozenset({"entities", "relation_extraction"})
+
+
+def _unique(names: list[str]) -> list[str]:
+    if len(set(names)) != len(names):
+        raise ValueError("names must be unique")
+    return names
+
+
+class SchemaField(Wire):
+    """One field of a structure. ``dtype`` ``list``: every value found; ``str``: the best one. With
+    ``choices`` the field is classified among those values (answered without character offsets)."""
+
+    dtype: Literal["str", "list"] = "list"
+    description: str | None = Field(default=None, max_length=1024)
+    choices: Annotated[list[SchemaName], AfterValidator(_unique)] | None = Field(default=None, min_length=1)
+
+
+class SchemaClassification(Wire):
+    """A classification of the whole text among ``labels``: one label, or with ``multi_label`` any number."""
+
+    labels: Annotated[list[SchemaName], AfterValidator(_unique)] = Field(min_length=2)
+    multi_label: StrictBool = False
+
+
+class ExtractSchema(Wire):
+    """GLiNER2 schema extraction (``params.schema``, GLiNER2 models only), its own concepts: entity types,
+    text classifications, structures (records of named fields) and relation types. At least one is set;
+    classification and structure names are distinct."""
+
+    entities: Annotated[list[SchemaName], AfterValidator(_unique)] | None = Field(default=None, min_length=1)
+    classifications: dict[SchemaName, SchemaClassification] | None = Field(default=None, min_length=1)
+    structures: dict[SchemaName, Annotated[dict[SchemaName, SchemaField], Field(min_length=1)]] | None = Field(
+        default=None, min_length=1
+    )
+    relations: Annotated[list[SchemaName], AfterValidator(_unique)] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> ExtractSchema:
+        if not (self.entities or self.classifications or self.structures or self.relations):
+            raise ValueError("set at least one of entities, classifications, structures, relations")
+        tasks = [*(self.classifications or {}), *(self.structures or {})]
+        if len(set(tasks)) != len(tasks):
+            raise ValueError("a classification and a structure may not share a name")
+        if taken := RESERVED_SCHEMA_NAMES & set(tasks):
+            raise ValueError(f"{sorted(taken)[0]!r} is reserved: name the classification or structure otherwise")
+        return self
+
+    def names(self) -> dict[str, int]:
+        """How many names each part of the schema asks the model about (for the model's label limit)."""
+        counts = {"entities": len(self.entities or []), "relations": len(self.relations or [])}
+        for name, classification in (self.classifications or {}).items():
+            counts[f"classifications.{name}.labels"] = len(classification.labels)
+        for name, fields in (self.structures or {}).items():
+            counts[f"structures.{name}"] = len(fields)
+        return counts
+
+
 class ExtractParams(Wire):
+    # ``schema`` is a BaseModel attribute: the field is ``schema_`` in Python and ``schema`` on the wire
+    model_config = ConfigDict(extra="forbid", strict=True, serialize_by_alias=True)
+
     labels: list[str] | None = None
     threshold: float | None = Field(default=None, ge=0, le=1)
     options: dict[str, Any] | None = None
+    schema_: ExtractSchema | None = Field(
+        default=None,
+        alias="schema",
+        description="GLiNER2 models: entities, classifications, structures and relations to extract in one "
+        "pass, answered in each item's schema_result (instead of params.labels).",
+    )
 
 
 class ExtractRequest(Wire):

@@ -162,9 +162,42 @@ class Entity(KeepNone):
     bbox: list[float] | None = None  # image inputs only
 
 
-class ExtractedItem(KeepNone):
+class SchemaSpan(KeepNone):
+    """A value GLiNER2 found: a span of the item's text (``start``/``end``: character offsets), or for a
+    structure field with ``choices`` the chosen value (``start``/``end`` null)."""
+
+    text: str
+    score: float
+    start: int | None
+    end: int | None
+
+
+class SchemaLabel(KeepNone):
+    label: str
+    score: float
+
+
+class SchemaRelation(KeepNone):
+    head: SchemaSpan
+    tail: SchemaSpan
+
+
+class SchemaResult(KeepNone):
+    """One item's answer to ``params.schema``, keyed by the schema's own names: each entity type's spans,
+    each classification's labels (one unless multi_label), each structure's instances (field -> values;
+    a ``str`` field has at most one) and each relation type's (head, tail) pairs."""
+
+    entities: dict[str, list[SchemaSpan]]
+    classifications: dict[str, list[SchemaLabel]]
+    structures: dict[str, list[dict[str, list[SchemaSpan]]]]
+    relations: dict[str, list[SchemaRelation]]
+
+
+class ExtractedItem(Sparse):
     id: str
     entities: list[Entity]
+    #: only for a request with params.schema (absent otherwise)
+    schema_result: SchemaResult | None = None
 
 
 class ExtractResponse(KeepNone):

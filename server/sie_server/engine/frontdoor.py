@@ -27,6 +27,7 @@ from sie_server.contract.responses import (
     ModelInfo,
     PromptUsage,
     Readiness,
+    SchemaResult,
     ScoreResponse,
     SpanVector,
     Timing,
@@ -229,10 +230,16 @@ class EngineFrontDoor:
             labels=params.labels if params else None,
             threshold=params.threshold if params else None,
             call=call,
+            schema=params.schema_ if params else None,
         )
+        schemas = outcome.schema_results
         items = [
-            ExtractedItem(id=i, entities=[Entity(**e) for e in found])
-            for i, found in zip(outcome.ids, outcome.entities, strict=True)
+            ExtractedItem(
+                id=i,
+                entities=[Entity(**e) for e in found],
+                schema_result=SchemaResult.model_validate(schemas[k]) if schemas is not None else None,
+            )
+            for k, (i, found) in enumerate(zip(outcome.ids, outcome.entities, strict=True))
         ]
         return ExtractResponse(model=outcome.model, items=items, timing=_timing(outcome.timing))
 

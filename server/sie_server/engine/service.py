@@ -13,6 +13,7 @@ import numpy as np
 
 from sie_server.adapters.base import ModelAdapter, Tokens
 from sie_server.adapters.encoder import ImageEncoder, PairScorer, SpanExtractor, TextEncoder
+from sie_server.adapters.gliner2 import Gliner2Adapter, SchemaFound
 from sie_server.adapters.options import (
     BatchOptions,
     EncodeOptions,
@@ -25,6 +26,7 @@ from sie_server.adapters.options import (
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
+from sie_server.contract.requests import ExtractSchema
 from sie_server.engine.long_encode import LongInputs
 from sie_server.engine.long_inputs import cut
 from sie_server.engine.lora_tasks import lora_task, task_instruction
@@ -114,6 +116,7 @@ class ExtractOutcome:
     ids: list[str]
     entities: list[list[Entity]]
     timing: Timing
+    schema_results: list[SchemaFound] | None = None  # a params.schema request (GLiNER2)
 
 
 class CallerGone(SIEError):
@@ -250,10 +253,13 @@ class InferenceService:
         labels: list[str] | None,
         threshold: float | None,
         call: CallOptions,
+        schema: ExtractSchema | None = None,
     ) -> ExtractOutcome:
         task = model.tasks.extract
         if task is None:
             raise InvalidInput(f"model {model.id} does not support extract (its tasks: {model.tasks.names()})")
+        if schema is not None:
+            return await self._extract_schema(model, items, schema, labels, threshold, call)
         if labels is None:
             raise InvalidInput('params.labels is required: the entity types to find, e.g. ["company", "amount"]')
         if not labels:
@@ -275,6 +281,45 @@ class InferenceService:
         found = await self._run(model, windows, options, call, timing)
         entities = adapter.merge(len(items), windows, found)
         return ExtractOutcome(model.id, [i.id for i in items], entities, timing)
+
+    async def _extract_schema(
+        self,
+        model: ModelConfig,
+        items: list[TextInput],
+        schema: ExtractSchema,
+        labels: list[str] | None,
+        threshold: float | None,
+        call: CallOptions,
+    ) -> ExtractOutcome:
+        """GLiNER2 schema extraction: one pass per window answers the whole schema."""
+        task = model.tasks.extract
+        assert task is not None
+        if model.adapter != "gliner2":
+            raise InvalidInput(f"params.schema is for GLiNER2 models; model {model.id} is {model.adapter}")
+        if labels is not None:
+            raise InvalidInput("give params.labels or params.schema (its entities), not both")
+        for part, count in schema.names().items():
+            if count > task.max_labels:
+                raise InvalidInput(
+                    f"params.schema.{part}: {count} names; model {model.id} takes at most {task.max_labels}"
+                )
+        for i, item in enumerate(items):
+            if not item.text.strip():
+                raise InvalidInput(f"items[{i}] has no characters to extract from")
+        timing = Timing()
+        adapter = await self._adapter(model, call)
+        if not isinstance(adapter, Gliner2Adapter):
+            raise unsupported(model, "extract with params.schema")
+        windows = await self._tokenize(timing, adapter.windows, [i.text for i in items], split=False)
+        wire = schema.model_dump_json(exclude_none=True)
+        names = tuple(schema.entities or ())
+        limit = task.threshold if threshold is None else threshold
+        found = await self._run(
+            model, windows, ExtractOptions(labels=names, threshold=limit, schema=wire), call, timing
+        )
+        entities = adapter.merge(len(items), windows, found)
+        results = adapter.merge_schema(len(items), windows, found, wire)
+        return ExtractOutcome(model.id, [i.id for i in items], entities, timing, results)
 
     async def _encode_inputs(
         self,
