@@ -85,6 +85,13 @@ class ServerProcess:
     def tail(self) -> str:
         return self.log.read_text()[-3000:] if self.log and self.log.exists() else "(no log)"
 
+    def __enter__(self) -> ServerProcess:
+        """Ready to serve (``with ServerProcess(...) as server:``); stopped when the block ends."""
+        return self.wait_ready()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -95,3 +102,9 @@ class ServerProcess:
                 self.proc.wait()
         if self._out is not subprocess.DEVNULL:
             self._out.close()  # type: ignore[union-attr]
+
+
+def offline_server(catalog: Path, logs: Path, *args: str) -> ServerProcess:
+    """A server on ``catalog`` with no hub access and one torch thread, logging to ``logs``/s.log; use it in
+    a ``with`` block (it is ready inside and stopped after)."""
+    return ServerProcess(catalog, "--offline", "--threads", "1", *args, log=logs / "s.log")

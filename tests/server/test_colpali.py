@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from tests.helpers.catalog import write_config
-from tests.helpers.server import ServerProcess
+from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.tiny_colvision import build_colvision
 
 DIM = 128
@@ -50,12 +50,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     for model_id, kind in MODELS.items():
         folder = build_colvision(kind, 32, DIM, tmp_path_factory.mktemp(kind))
         write_config(catalog, config(model_id, kind, folder))
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", log=tmp_path_factory.mktemp("logs") / "s.log")
-    proc.wait_ready()
-    try:
+    with offline_server(catalog, tmp_path_factory.mktemp("logs")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def config(model_id: str, kind: str, folder: Path) -> dict[str, Any]:

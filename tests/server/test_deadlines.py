@@ -15,7 +15,7 @@ import pytest
 from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
 from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.metrics import scrape
-from tests.helpers.server import ServerProcess
+from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.wait import wait_until
 
 FAULTS = "tests.helpers.fault_adapters"
@@ -32,12 +32,8 @@ def catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pat
 
 @pytest.fixture(scope="module")
 def server(catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", log=tmp_path_factory.mktemp("logs") / "s.log")
-    proc.wait_ready()
-    try:
+    with offline_server(catalog, tmp_path_factory.mktemp("logs")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def assert_deadline(r: httpx.Response, fragment: str) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.catalog import write_config
-from tests.helpers.server import ServerProcess
+from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.tiny_architectures import Spec, build
 
 EOS = "<|endoftext|>"
@@ -55,12 +55,8 @@ def server(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     catalog = tmp_path_factory.mktemp("decoder-embedding-catalog")
     write_config(catalog, config(MODEL, weights, EOS))
     write_config(catalog, config(BROKEN, weights, "<|not-in-vocab|>"))
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", log=tmp_path_factory.mktemp("logs") / "s.log")
-    proc.wait_ready()
-    try:
+    with offline_server(catalog, tmp_path_factory.mktemp("logs")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")

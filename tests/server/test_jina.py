@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.catalog import write_config
-from tests.helpers.server import ServerProcess
+from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.tiny_architectures import save_tokenizer, tokens
 
 MODEL, PLAIN = "test/tiny-jina-v3", "test/tiny-plain"
@@ -135,12 +135,8 @@ def server(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     catalog = tmp_path_factory.mktemp("jina-catalog")
     write_config(catalog, config(MODEL, weights, lora=True))
     write_config(catalog, config(PLAIN, weights, lora=False))
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", log=tmp_path_factory.mktemp("logs") / "s.log")
-    proc.wait_ready()
-    try:
+    with offline_server(catalog, tmp_path_factory.mktemp("logs")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 
 from sie_server.adapters.options import ScoreOptions
 from tests.helpers.catalog import write_config
-from tests.helpers.server import ServerProcess
+from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.tiny_architectures import Spec, build
 
 TEMPLATE = (
@@ -59,12 +59,8 @@ def server(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     write_config(catalog, config(QWEN_STYLE, weights, yes_token="yes", no_token="no"))
     write_config(catalog, config(YES_ONLY, weights, yes_token="yes", activation="sigmoid"))
     write_config(catalog, config(BAD_TOKEN, weights, yes_token="acme corp", no_token="no"))
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", log=tmp_path_factory.mktemp("logs") / "s.log")
-    proc.wait_ready()
-    try:
+    with offline_server(catalog, tmp_path_factory.mktemp("logs")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")

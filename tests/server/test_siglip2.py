@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from tests.helpers.catalog import write_config
-from tests.helpers.server import ServerProcess
+from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.tiny_architectures import Spec, build
 
 MODEL, FIXRES, HIDDEN = "test/tiny-siglip2-naflex", "test/tiny-siglip2-fixres", 32
@@ -75,12 +75,8 @@ def server(weights: Path, fixres: Path, tmp_path_factory: pytest.TempPathFactory
     catalog = tmp_path_factory.mktemp("siglip2-catalog")
     write_config(catalog, config(MODEL, "siglip2", weights))
     write_config(catalog, config(FIXRES, "siglip", fixres))
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", log=tmp_path_factory.mktemp("logs") / "s.log")
-    proc.wait_ready()
-    try:
+    with offline_server(catalog, tmp_path_factory.mktemp("logs")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def encode(server: ServerProcess, items: list[dict[str, Any]], model: str = MODEL) -> list[np.ndarray]:

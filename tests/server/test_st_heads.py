@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.catalog import write_config
-from tests.helpers.server import ServerProcess
+from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.tiny_architectures import Spec, build
 
 LABSE, GEMMA, MISMATCH = "test/tiny-labse", "test/tiny-embeddinggemma", "test/dense-mismatch"
@@ -56,12 +56,8 @@ def server(folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     write_config(catalog, config(LABSE, folders[LABSE], "bert", "cls", [16]))
     write_config(catalog, config(GEMMA, folders[GEMMA], "gemma3_text", "mean", [64, 32]))
     write_config(catalog, config(MISMATCH, folders[LABSE], "bert", "cls", [24]))
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", log=tmp_path_factory.mktemp("logs") / "s.log")
-    proc.wait_ready()
-    try:
+    with offline_server(catalog, tmp_path_factory.mktemp("logs")) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def reference(folder: Path, pooling: str) -> Callable[[str], np.ndarray]:
