@@ -41,8 +41,8 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    log = tmp_path_factory.mktemp("request-id-logs") / "server.log"
+def json_server(catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    log = tmp_path_factory.mktemp("request-id-logs") / "json_server.log"
     proc = ServerProcess(catalog, "--offline", "--threads", "1", "--log-format", "json", "--verbose", log=log)
     with running(proc):
         yield proc
@@ -66,52 +66,60 @@ def wait_for_lines(log: Path | None, request_id: str) -> list[dict[str, Any]]:
     return wait_until(lambda: lines_of(log, request_id), message=f"no log line with request_id {request_id}")
 
 
-def test_a_given_id_comes_back_and_is_on_that_requests_log_lines(server: ServerProcess) -> None:
+def wait_for_answered(log: Path | None, request_id: str) -> list[dict[str, Any]]:
+    """The request's debug line (written once its answer has gone, so it may come after the answer)."""
+    assert log is not None, "the process was started without a log file"
+    path = f"/v1/encode/{MODEL} answered 200"
+    return wait_until(
+        lambda: [line for line in lines_of(log, request_id) if path in line["message"]],
+        message=f"no {path!r} line with request_id {request_id} in {log.name}",
+    )
+
+
+def test_a_given_id_comes_back_and_is_on_that_requests_log_lines(json_server: ServerProcess) -> None:
     answer = httpx.post(
-        f"{server.url}/v1/encode/{MODEL}", json=BODY, headers={"X-Request-ID": "caller-42.a:b"}, timeout=60
+        f"{json_server.url}/v1/encode/{MODEL}", json=BODY, headers={"X-Request-ID": "caller-42.a:b"}, timeout=60
     )
     assert answer.status_code == 200, answer.text
     assert answer.headers["x-request-id"] == "caller-42.a:b"
-    lines = wait_for_lines(server.log, "caller-42.a:b")
-    done = [line for line in lines if "answered 200" in line["message"]]
-    assert done, lines
+    done = wait_for_answered(json_server.log, "caller-42.a:b")
     assert done[0]["model"] == MODEL
     assert done[0]["level"] == "DEBUG" and done[0]["logger"] == "sie_server.api.middleware"
     assert {"time", "level", "logger", "message"} <= set(done[0])
 
 
-def test_an_id_is_made_when_none_is_sent(server: ServerProcess) -> None:
-    first = httpx.post(f"{server.url}/v1/encode/{MODEL}", json=BODY, timeout=60).headers["x-request-id"]
-    second = httpx.get(f"{server.url}/v1/models").headers["x-request-id"]
+def test_an_id_is_made_when_none_is_sent(json_server: ServerProcess) -> None:
+    first = httpx.post(f"{json_server.url}/v1/encode/{MODEL}", json=BODY, timeout=60).headers["x-request-id"]
+    second = httpx.get(f"{json_server.url}/v1/models").headers["x-request-id"]
     assert re.fullmatch(r"[0-9a-f]{32}", first) and re.fullmatch(r"[0-9a-f]{32}", second)
     assert first != second
-    wait_for_lines(server.log, first)
+    wait_for_lines(json_server.log, first)
 
 
 @pytest.mark.parametrize("sent", ["has spaces", "x" * 129, "semi;colon", "new\u00e9"])
-def test_a_malformed_id_is_replaced(server: ServerProcess, sent: str) -> None:
+def test_a_malformed_id_is_replaced(json_server: ServerProcess, sent: str) -> None:
     raw = sent.encode("latin-1")
-    answer = httpx.post(f"{server.url}/v1/encode/{MODEL}", json=BODY, headers=[(b"X-Request-ID", raw)], timeout=60)
+    answer = httpx.post(f"{json_server.url}/v1/encode/{MODEL}", json=BODY, headers=[(b"X-Request-ID", raw)], timeout=60)
     assert answer.status_code == 200
     given = answer.headers["x-request-id"]
     assert given != sent and re.fullmatch(r"[0-9a-f]{32}", given)
-    wait_for_lines(server.log, given)
+    wait_for_lines(json_server.log, given)
 
 
-def test_an_error_answer_carries_the_id_too(server: ServerProcess) -> None:
-    answer = httpx.post(f"{server.url}/v1/encode/no/such-model", json=BODY, headers={"X-Request-ID": "missing-1"})
+def test_an_error_answer_carries_the_id_too(json_server: ServerProcess) -> None:
+    answer = httpx.post(f"{json_server.url}/v1/encode/no/such-model", json=BODY, headers={"X-Request-ID": "missing-1"})
     assert answer.status_code == 404
     assert answer.headers["x-request-id"] == "missing-1"
 
 
-def test_a_failed_batch_is_logged_with_its_requests_id(server: ServerProcess) -> None:
+def test_a_failed_batch_is_logged_with_its_requests_id(json_server: ServerProcess) -> None:
     """The batch runs in the engine's own task, not the request's: its failure line still names the request."""
     body = {"items": [{"text": f"{POISON_ENCODE} at noon"}]}
-    answer = httpx.post(f"{server.url}/v1/encode/{POISONED}", json=body, headers={"X-Request-ID": "poisoned-1"},
+    answer = httpx.post(f"{json_server.url}/v1/encode/{POISONED}", json=body, headers={"X-Request-ID": "poisoned-1"},
                         timeout=60)  # fmt: skip
     assert answer.status_code == 500
     assert answer.headers["x-request-id"] == "poisoned-1"
-    log = server.log
+    log = json_server.log
     assert log is not None
     lines = wait_until(
         lambda: [line for line in lines_of(log, "poisoned-1") if line["level"] == "ERROR"],
@@ -159,9 +167,7 @@ def test_the_gateway_and_the_worker_log_the_same_id(catalog: Path, tmp_path: Pat
                                 headers={"X-Request-ID": "through-gw-7"}, timeout=60)  # fmt: skip
             assert answer.status_code == 200, answer.text
             assert answer.headers["x-request-id"] == "through-gw-7"
-            at_gateway = wait_for_lines(gateway_log, "through-gw-7")
-            at_worker = wait_for_lines(worker_log, "through-gw-7")
-            assert any("answered 200" in line["message"] for line in at_gateway)
-            assert any(f"/v1/encode/{MODEL} answered 200" in line["message"] for line in at_worker)
+            for log in (gateway_log, worker_log):  # the gateway's line and the worker's own (its in-process call)
+                wait_for_answered(log, "through-gw-7")
     finally:
         nats.stop()

@@ -120,7 +120,8 @@ def _lines(log: Path) -> list[dict[str, Any]]:
 
 def _trace_of(log: Path, request_id: str) -> str | None:
     for line in _lines(log):
-        if line.get("request_id") == request_id and line.get("trace_id"):
+        # the request's own line (a line about its batch carries the batch's trace)
+        if line.get("request_id") == request_id and line.get("trace_id") and "answered" in line["message"]:
             return str(line["trace_id"])
     return None
 

@@ -23,6 +23,8 @@ from typing import IO, Any, Literal
 
 import orjson
 
+from sie_server.observability import tracing
+
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 MAX_REQUEST_ID = 128
@@ -65,8 +67,6 @@ class RequestContextFilter(logging.Filter):
         if not hasattr(record, "request_ids"):
             record.request_ids = BATCH_IDS.get()
         if not hasattr(record, "trace_id"):
-            from sie_server.observability import tracing
-
             record.trace_id = tracing.current_trace_id() if tracing.enabled() else None
         return True
 
