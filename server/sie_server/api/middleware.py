@@ -45,7 +45,7 @@ class RequestMetrics:
         token = request_logs.REQUEST_ID.set(request_id)  # (the model's is set by the route, in this task)
         try:
             if tracing.enabled():
-                with tracing.request_span(scope["method"], scope["path"], scope["headers"], request_id) as span:
+                with tracing.request_span(scope["method"], scope["path"], scope.get("headers", ()), request_id) as span:
                     await self._handle(scope, receive, send, request_id, span)
             else:
                 await self._handle(scope, receive, send, request_id, None)
@@ -93,7 +93,7 @@ async def refuse(error: SIEError, scope: Scope, receive: Receive, send: Send) ->
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
+    for key, value in scope.get("headers", ()):
         if key == name:
             return bytes(value).decode("latin-1")
     return None
