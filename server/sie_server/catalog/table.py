@@ -19,6 +19,7 @@ FAMILY_ORDER = (
     "colpali",
     "clip",
     "gliner",
+    "gliner2",
     "causal_lm",
 )
 HEADER = "| id | family | tasks and outputs | dims | max len | weights offline |\n|---|---|---|---|---|---|"
