@@ -81,13 +81,15 @@ class DrainingServer(uvicorn.Server):
 def uvicorn_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
     # An access-log line per request took ~8% of the event loop's time per request under 64
     # clients (formatting and writing it with the GIL held, which the forward pass then waits
-    # for); --verbose turns it on, with the debug logs.
+    # for); --verbose turns it on, with the debug logs. With --log-format json uvicorn configures no
+    # logging of its own: its lines go through the root logger's JSON handler like every other line.
     return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level="debug" if settings.verbose else "info",
         access_log=settings.verbose,
+        **({"log_config": None} if settings.log_format == "json" else {}),
     )
 
 

@@ -49,7 +49,7 @@ def json_server(catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def json_lines(log: Path) -> list[dict[str, Any]]:
-    """The log's JSON lines (uvicorn's own lines stay text)."""
+    """The log's JSON lines (other output, such as a library's progress bar, may be text)."""
     found = []
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("{"):
@@ -86,6 +86,13 @@ def test_a_given_id_comes_back_and_is_on_that_requests_log_lines(json_server: Se
     assert done[0]["model"] == MODEL
     assert done[0]["level"] == "DEBUG" and done[0]["logger"] == "sie_server.api.middleware"
     assert {"time", "level", "logger", "message"} <= set(done[0])
+
+
+def test_uvicorns_own_lines_are_json_too(json_server: ServerProcess) -> None:
+    assert json_server.log is not None
+    started = [line for line in json_lines(json_server.log) if "Uvicorn running on" in line["message"]]
+    assert started and started[0]["logger"] == "uvicorn.error" and started[0]["level"] == "INFO"
+    assert not any("Uvicorn running on" in line for line in json_server.log.read_text().splitlines() if line[:1] != "{")
 
 
 def test_an_id_is_made_when_none_is_sent(json_server: ServerProcess) -> None:
