@@ -27,6 +27,7 @@ from .errors import APIError, SIEConnectionError, translate_transport_errors
 from .types import (
     EncodeResult,
     ExtractResult,
+    ExtractSchema,
     GenerateChunk,
     GenerateResult,
     Item,
@@ -169,7 +170,8 @@ class SIEAsyncClient:
         model: str,
         items: Item | str,
         *,
-        labels: Sequence[str],
+        labels: Sequence[str] | None = None,
+        schema: ExtractSchema | Mapping[str, Any] | None = None,
         threshold: float | None = None,
         options: Mapping[str, Any] | None = None,
         priority: Priority | None = None,
@@ -181,7 +183,8 @@ class SIEAsyncClient:
         model: str,
         items: Sequence[Item | str],
         *,
-        labels: Sequence[str],
+        labels: Sequence[str] | None = None,
+        schema: ExtractSchema | Mapping[str, Any] | None = None,
         threshold: float | None = None,
         options: Mapping[str, Any] | None = None,
         priority: Priority | None = None,
@@ -192,17 +195,25 @@ class SIEAsyncClient:
         model: str,
         items: Items,
         *,
-        labels: Sequence[str],
+        labels: Sequence[str] | None = None,
+        schema: ExtractSchema | Mapping[str, Any] | None = None,
         threshold: float | None = None,
         options: Mapping[str, Any] | None = None,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> ExtractResult | list[ExtractResult]:
-        """Extract entities with the given ``labels`` from one item or a list of items."""
+        """Extract from one item (returns one result) or a list of items (returns a list).
+
+        Pass exactly one of ``labels`` (entity types: each result's ``entities``) or ``schema``
+        (GLiNER2 models: ``{"entities": [...], "classifications": {...}, "structures": {...},
+        "relations": [...]}``, answered in each result's ``schema_result`` under the schema's own
+        names); neither or both raises ``ValueError`` before any request.
+        """
         prepared = self._core.build_extract(
             model,
             items,
             labels=labels,
+            schema=schema,
             threshold=threshold,
             options=options,
             priority=priority,

@@ -28,6 +28,7 @@ from .errors import APIError, ProtocolError, SIEConnectionError, SIETimeoutError
 from .types import (
     EncodeResult,
     ExtractResult,
+    ExtractSchema,
     GenerateResult,
     Item,
     Message,
@@ -270,16 +271,16 @@ class ClientCore:
         model: str,
         items: Items,
         *,
-        labels: Sequence[str],
+        labels: Sequence[str] | None,
         threshold: float | None,
         options: Mapping[str, Any] | None,
         priority: Priority | None,
         timeout: TimeoutArg,
+        schema: ExtractSchema | Mapping[str, Any] | None = None,
     ) -> PreparedRequest[ExtractResult | list[ExtractResult]]:
-        if isinstance(labels, str):
-            raise TypeError("labels must be a list of strings, not one string")
+        wanted = _labels_or_schema(labels, schema)
         wire_items, single = normalize_items(items)
-        params = _set({"labels": list(labels)}, threshold=threshold, options=_options(options))
+        params = _set(wanted, threshold=threshold, options=_options(options))
         body = {"items": wire_items, "params": params}
         read = _decoded(_first_if(single, _results.parse_extract))
         return self._prepare("POST", _model_path("extract", model), read, body, priority, timeout)
@@ -367,6 +368,35 @@ def _model_path(route: str, model: str) -> str:
     if not model:
         raise ValueError("model must be a non-empty model id")
     return f"/v1/{route}/{quote(model, safe='/')}"
+
+
+def _labels_or_schema(labels: Sequence[str] | None, schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``params.labels`` or ``params.schema``: exactly one, refused here before any request."""
+    if labels is not None:
+        if schema is not None:
+            raise ValueError(_LABELS_OR_SCHEMA + ", not both")
+        if isinstance(labels, str):
+            raise TypeError("labels must be a list of strings, not one string")
+        return {"labels": list(labels)}
+    if schema is None:
+        raise ValueError(_LABELS_OR_SCHEMA)
+    if not isinstance(schema, Mapping):
+        raise TypeError(f"schema must be a mapping, not {type(schema).__name__}")
+    if not schema:
+        raise ValueError("schema needs at least one of entities, classifications, structures, relations")
+    return {"schema": _plain(schema)}
+
+
+_LABELS_OR_SCHEMA: Final = "extract needs exactly one of labels= (entity types) or schema= (a GLiNER2 schema)"
+
+
+def _plain(value: Any) -> Any:
+    """Mappings as dicts and tuples as lists, all the way down, so that both wires can carry them."""
+    if isinstance(value, Mapping):
+        return {key: _plain(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(inner) for inner in value]
+    return value
 
 
 def _check_priority(priority: Priority | None) -> Priority | None:

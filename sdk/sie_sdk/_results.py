@@ -19,6 +19,10 @@ from .types import (
     GenerateChunk,
     GenerateResult,
     ModelInfo,
+    SchemaLabel,
+    SchemaRelation,
+    SchemaResult,
+    SchemaSpan,
     ScoreResult,
     SparseVector,
 )
@@ -74,10 +78,64 @@ def parse_extract(body: Any) -> list[ExtractResult]:
     results: list[ExtractResult] = []
     for raw in _expect_items(answer, "extract"):
         result = cast(ExtractResult, {"entities": [], **raw})
+        schema_result = raw.get("schema_result")
+        result["schema_result"] = None if schema_result is None else _schema_result(schema_result)
         if model is not None:
             result["model"] = model
         results.append(result)
     return results
+
+
+def _schema_result(raw: Any) -> SchemaResult:
+    """``items[].schema_result``; a part the server left out is empty."""
+    out = _expect_dict(raw, "schema_result")
+
+    def part(name: str) -> dict[str, list[Any]]:
+        return _named_lists(out.get(name, {}), f"schema_result.{name}")
+
+    return {
+        "entities": {name: [_schema_span(v) for v in values] for name, values in part("entities").items()},
+        "classifications": {
+            name: [_schema_label(v) for v in values] for name, values in part("classifications").items()
+        },
+        "structures": {
+            name: [_schema_instance(instance, name) for instance in instances]
+            for name, instances in part("structures").items()
+        },
+        "relations": {name: [_schema_relation(v) for v in values] for name, values in part("relations").items()},
+    }
+
+
+def _named_lists(value: Any, what: str) -> dict[str, list[Any]]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, list) for k, v in value.items()):
+        raise ProtocolError(f"{what} is not a map of names to lists")
+    return value
+
+
+def _schema_instance(raw: Any, name: str) -> dict[str, list[SchemaSpan]]:
+    fields = _named_lists(raw, f"schema_result.structures.{name}[]")
+    return {field: [_schema_span(v) for v in values] for field, values in fields.items()}
+
+
+def _schema_span(raw: Any) -> SchemaSpan:
+    out = _expect_dict(raw, "schema_result value")
+    start, end = out.get("start"), out.get("end")
+    return {
+        "text": str(out.get("text", "")),
+        "score": float(out.get("score", 0.0)),
+        "start": None if start is None else int(start),
+        "end": None if end is None else int(end),
+    }
+
+
+def _schema_label(raw: Any) -> SchemaLabel:
+    out = _expect_dict(raw, "schema_result label")
+    return {"label": str(out.get("label", "")), "score": float(out.get("score", 0.0))}
+
+
+def _schema_relation(raw: Any) -> SchemaRelation:
+    out = _expect_dict(raw, "schema_result relation")
+    return {"head": _schema_span(out.get("head")), "tail": _schema_span(out.get("tail"))}
 
 
 def parse_generate(body: Any) -> GenerateResult:

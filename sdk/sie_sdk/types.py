@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, TypeAlias, TypedDict
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -98,9 +98,70 @@ class Entity(TypedDict, total=False):
     bbox: list[float] | None
 
 
+class SchemaField(TypedDict, total=False):
+    """One field of a structure in ``extract(schema=...)``. ``dtype`` "list" (the default): every value
+    found; "str": the best one. With ``choices`` the field is classified among those values."""
+
+    dtype: Literal["str", "list"]
+    description: str
+    choices: list[str]
+
+
+class SchemaClassification(TypedDict):
+    """A classification of the whole text among ``labels`` (at least two); ``multi_label``: any number."""
+
+    labels: list[str]
+    multi_label: NotRequired[bool]
+
+
+class ExtractSchema(TypedDict, total=False):
+    """GLiNER2 schema extraction (``extract(schema=...)``, sent as ``params.schema``): entity types,
+    classifications and structures (records of named fields) by name, and relation types. Set at
+    least one; a classification and a structure may not share a name."""
+
+    entities: list[str]
+    classifications: dict[str, SchemaClassification]
+    structures: dict[str, dict[str, SchemaField]]
+    relations: list[str]
+
+
+class SchemaSpan(TypedDict):
+    """A value GLiNER2 found: ``text[start:end]`` of the item, or for a structure field with
+    ``choices`` the chosen value (``start`` and ``end`` None)."""
+
+    text: str
+    score: float
+    start: int | None
+    end: int | None
+
+
+class SchemaLabel(TypedDict):
+    label: str
+    score: float
+
+
+class SchemaRelation(TypedDict):
+    head: SchemaSpan
+    tail: SchemaSpan
+
+
+class SchemaResult(TypedDict):
+    """One item's answer to a schema, keyed by the schema's own names: each entity type's spans, each
+    classification's labels (one unless multi_label), each structure's instances (field -> values; a
+    "str" field has at most one) and each relation type's (head, tail) pairs."""
+
+    entities: dict[str, list[SchemaSpan]]
+    classifications: dict[str, list[SchemaLabel]]
+    structures: dict[str, list[dict[str, list[SchemaSpan]]]]
+    relations: dict[str, list[SchemaRelation]]
+
+
 class ExtractResult(TypedDict, total=False):
+    """One item's entities; ``schema_result`` answers ``extract(schema=...)`` (None for ``labels=``)."""
+
     id: str
     entities: list[Entity]
+    schema_result: SchemaResult | None
     model: str
 
 
