@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.config import LOGGING_CONFIG
 
 from sie_server.drain import Drainable, overdue
 from sie_server.settings import CommonSettings
@@ -89,7 +90,7 @@ def uvicorn_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
         port=settings.port,
         log_level="debug" if settings.verbose else "info",
         access_log=settings.verbose,
-        **({"log_config": None} if settings.log_format == "json" else {}),
+        log_config=None if settings.log_format == "json" else LOGGING_CONFIG,
     )
 
 

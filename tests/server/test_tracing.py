@@ -19,13 +19,14 @@ from opentelemetry.trace import SpanKind
 from sie_server.compose import create_app
 from sie_server.observability import tracing
 from sie_server.settings import Settings
-from tests.helpers.catalog import tiny_embedder, write_config
+from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
 from tests.helpers.cluster import Gateway, Nats, running, worker
 from tests.helpers.server import REPO, free_port, pythonpath
-from tests.helpers.tiny_models import build_bert_embedder
+from tests.helpers.tiny_models import build_bert_embedder, build_tiny_llm
 from tests.helpers.wait import wait_until
 
 MODEL = "test/tiny-embedder"
+LLM = "test/tiny-llm"
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
 
@@ -73,6 +74,24 @@ def test_a_request_yields_request_queue_batch_and_inference_spans(catalog: Path,
     batch_ids = {b.context.span_id for b in batches}
     inference = [s for s in finished if s.name == "inference" and s.parent is not None]
     assert any(s.parent is not None and s.parent.span_id in batch_ids for s in inference)
+
+
+def test_a_generation_yields_queue_wait_and_decode_spans_under_its_request(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    write_config(tmp_path, tiny_llm(LLM, build_tiny_llm(tmp_path / "llm")))
+    client = TestClient(create_app(Settings(models_dir=tmp_path, offline=True, threads=1, preload=[LLM])))
+    with client:
+        answer = client.post(f"/v1/generate/{LLM}", json={"prompt": "hello", "max_new_tokens": 5})
+        assert answer.status_code == 200, answer.text
+    finished = spans.get_finished_spans()
+    [request] = [s for s in finished if s.kind == SpanKind.SERVER and s.name == f"POST /v1/generate/{LLM}"]
+    under = {s.name: s for s in finished if s.parent is not None and s.parent.span_id == request.context.span_id}
+    wait, decode = under["queue wait"], under["decode"]
+    assert wait.start_time is not None and wait.end_time is not None and decode.end_time is not None
+    assert wait.start_time <= wait.end_time == decode.start_time <= decode.end_time <= (request.end_time or 0)
+    assert decode.attributes is not None
+    assert decode.attributes["sie.completion_tokens"] == answer.json()["usage"]["completion_tokens"]
 
 
 def test_without_the_endpoint_variable_no_tracer_is_set_up(catalog: Path) -> None:

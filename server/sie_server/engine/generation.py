@@ -30,6 +30,7 @@ from sie_server.engine import isolation
 from sie_server.engine.sampling import sample_rows
 from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
+from sie_server.observability import tracing
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class Sequence:
     completion_tokens: int | None = None  # when the backend counts them itself (SGLang)
     detokenizer: Detokenizer | None = None
     queued_at: float = field(default_factory=time.monotonic)
+    admitted_at: float | None = None  # when it joined the running batch
+    trace: Any = field(default_factory=tracing.current)  # its request's span (None when tracing is off)
 
     @property
     def budget_tokens(self) -> int:
@@ -238,7 +241,7 @@ class DecodeLoop:
         ):
             seq = self.waiting.popleft()
             used += seq.budget_tokens
-            seq.detokenizer = adapter.detokenizer()
+            seq.detokenizer, seq.admitted_at = adapter.detokenizer(), time.monotonic()
             joining.append(seq)
         return joining
 
@@ -287,6 +290,8 @@ class DecodeLoop:
         for seq in self.active:
             if seq.done and seq.error is None:  # a failed one's stream has ended already
                 seq.deltas.put_nowait(None)
+            if seq.done:
+                tracing.generation_spans(seq.trace, self.config.id, seq.queued_at, seq.admitted_at, len(seq.generated))
         if len(keep) != len(self.active) and self.batch is not None:
             self.active = [self.active[i] for i in keep]
             self.batch = await asyncio.get_running_loop().run_in_executor(self.executor, adapter.keep, self.batch, keep)

@@ -2,7 +2,9 @@
 
 Spans: each HTTP request (a server span, continuing the caller's W3C ``traceparent``); under it a
 ``queue wait`` span per batch its items waited for; each batch a ``batch`` span linked to the
-request spans of its items, with an ``inference`` span under it for the forward pass. The gateway
+request spans of its items, with an ``inference`` span under it for the forward pass. A generation
+(its sequence decoded step by step beside others) gets a ``queue wait`` span until it joined the
+running batch and a ``decode`` span from then to its last token, under its request. The gateway
 puts ``traceparent`` in its work messages, so a worker's request span continues the gateway's.
 
 Nothing here imports opentelemetry until ``setup`` turns tracing on: off, each hook is one check
@@ -165,3 +167,21 @@ def inference_span(size: int) -> Iterator[None]:
         return
     with _tracer.start_as_current_span("inference", attributes={"sie.batch.items": size}):
         yield
+
+
+def generation_spans(context: Any, model_id: str, queued_at: float, admitted_at: float | None, tokens: int) -> None:
+    """A finished generation's ``queue wait`` (queued to admitted) and ``decode`` (admitted to now)
+    spans under its request's span (``context``); monotonic instants. Nothing when off or untraced."""
+    if _tracer is None or context is None:
+        return
+    from opentelemetry import trace
+
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(context))
+    now, admitted = time.time_ns(), _wall_ns(admitted_at if admitted_at is not None else time.monotonic())
+    wait = _tracer.start_span("queue wait", context=parent, start_time=_wall_ns(queued_at))
+    wait.set_attribute("sie.model", model_id)
+    wait.end(end_time=admitted)
+    decode = _tracer.start_span("decode", context=parent, start_time=admitted)
+    decode.set_attribute("sie.model", model_id)
+    decode.set_attribute("sie.completion_tokens", tokens)
+    decode.end(end_time=now)
