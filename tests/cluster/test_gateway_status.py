@@ -1,6 +1,7 @@
 """The gateway's ``/v1/status`` and status page with a real NATS and one queue worker: models as
-the worker reports them (loaded, failed with its error), the gateway's own last minute, and the
-pool with its live worker, pending work and dead letters."""
+the worker reports them (loaded, failed with its error), the gateway's own last minute, the
+pool with its live worker, pending work and dead letters; and the page's actions (evict, load,
+reload) reaching the pool's workers."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def model(report: dict[str, Any], model_id: str) -> dict[str, Any]:
 
 
 def test_gateway_status_shows_pools_workers_and_models(nats: Nats, tmp_path: Path) -> None:
-    catalog, _ = status_catalog(tmp_path / "models")
+    catalog, flaky = status_catalog(tmp_path / "models")
     with running(
         worker(catalog, nats.url, tmp_path / "worker.log"), Gateway(catalog, nats.url, log=tmp_path / "gateway.log")
     ) as (_, gateway):
@@ -54,5 +55,11 @@ def test_gateway_status_shows_pools_workers_and_models(nats: Nats, tmp_path: Pat
         assert seen["models"][EMBEDDER] == "loaded" and seen["inflight"] >= 0 and not seen["stopping"]
         page = httpx.get(f"{url}/status", timeout=10)
         assert page.status_code == 200 and "pools-section" in page.text
-        evict = httpx.post(f"{url}/v1/models/{EMBEDDER}/evict", timeout=10)
-        assert evict.status_code == 404 and "gateway holds no models" in evict.json()["detail"]["message"]
+        # the page's actions through the gateway: each reaches the pool's workers
+        assert httpx.post(f"{url}/v1/models/{EMBEDDER}/evict", timeout=30).status_code == 200
+        wait_until(lambda: model(status(url), EMBEDDER)["state"] == "available", timeout=20, message="evicted")
+        assert httpx.post(f"{url}/v1/models/{EMBEDDER}/load", timeout=60).status_code == 200
+        wait_until(lambda: model(status(url), EMBEDDER)["state"] == "loaded", timeout=20, message="loaded again")
+        (flaky / "READY").write_text("mended")
+        assert httpx.post(f"{url}/v1/models/{FLAKY}/reload", timeout=60).status_code == 200
+        wait_until(lambda: model(status(url), FLAKY)["state"] == "loaded", timeout=20, message="reloaded")

@@ -360,15 +360,34 @@ class Gateway:
             with contextlib.suppress(Exception):
                 await self.store.delete(call.body_ref)
 
-    async def reload(self, pool: str, model_id: str, timeout_s: float) -> Reply:
-        """Ask every worker of the pool to clear a failed load of the model and load it again."""
+    async def manage(self, pool: str, action: str, model_id: str, timeout_s: float) -> list[Reply]:
+        """A management ``action`` on the pool's workers, as their own POST /v1/models/{id}/{action}:
+        ``reload`` (clear a failed load, load again) and ``load`` go to the first worker that answers;
+        ``evict`` to every live worker (each holds its own copy), answered within ``timeout_s``."""
+        subject, command = streams.CONTROL_SUBJECT.format(pool=pool), json.dumps({action: model_id}).encode()
+        if action != "evict":
+            try:
+                msg = await self.nc.request(subject, command, timeout=timeout_s)
+            except Exception:  # no responders, or none answered in time
+                message = f"no worker of pool {pool} answered the {action} in {timeout_s:.0f}s"
+                raise InferenceError(message, status=504) from None
+            return [Reply.unpack(msg.data)]
+        expected, replies = self.live_workers(pool), asyncio.Queue[Reply]()
+        inbox = self.nc.new_inbox()
+
+        async def answered(msg: Any) -> None:
+            replies.put_nowait(Reply.unpack(msg.data))
+
+        subscription = await self.nc.subscribe(inbox, cb=answered)
+        answers: list[Reply] = []
         try:
-            msg = await self.nc.request(streams.CONTROL_SUBJECT.format(pool=pool),
-                                        json.dumps({"reload": model_id}).encode(), timeout=timeout_s)  # fmt: skip
-        except Exception:  # no responders, or none answered in time
-            message = f"no worker of pool {pool} answered the reload in {timeout_s:.0f}s"
-            raise InferenceError(message, status=504) from None
-        return Reply.unpack(msg.data)
+            await self.nc.publish(subject, command, reply=inbox)
+            with contextlib.suppress(TimeoutError):
+                while len(answers) < expected:
+                    answers.append(await asyncio.wait_for(replies.get(), timeout_s))
+        finally:
+            await subscription.unsubscribe()
+        return answers
 
     async def rest_of_stream(self, call: Call, first: Reply) -> AsyncGenerator[bytes, None]:
         """The parts of a streamed answer after ``first``, until the last. Raises INFERENCE_ERROR

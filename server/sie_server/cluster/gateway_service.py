@@ -48,6 +48,7 @@ from sie_server.observability.live import LiveStats
 R = TypeVar("R", bound=BaseModel)
 AnyItem = TypeVar("AnyItem", bound=ItemIn)  # encode items carry spans, the others do not
 HOLD_POLL_S = 0.2
+EVICT_TIMEOUT_S = 2.0  # how long an evict waits for the pool's live workers to answer
 
 
 class NoWorkerYet(SIEError):
@@ -263,15 +264,21 @@ class GatewayService:
         return self._info(model)
 
     async def reload(self, model: ModelConfig) -> ModelInfo:
-        pool = self.gateway.settings.pool_for(model.id)
-        _answer(await self.gateway.reload(pool, model.id, self.gateway.settings.timeout_s))
-        return self._info(model)
+        return await self._manage("reload", model)
 
     async def load(self, model: ModelConfig) -> ModelInfo:
-        raise InvalidInput("a gateway holds no models: a worker loads a model on its first request", status=404)
+        return await self._manage("load", model)
 
     async def evict(self, model: ModelConfig) -> ModelInfo:
-        raise InvalidInput("a gateway holds no models: its workers evict idle models themselves", status=404)
+        return await self._manage("evict", model)
+
+    async def _manage(self, action: str, model: ModelConfig) -> ModelInfo:
+        """The action on the model's pool (evict: on every live worker; the first refusal is raised again)."""
+        pool = self.gateway.settings.pool_for(model.id)
+        timeout_s = EVICT_TIMEOUT_S if action == "evict" else self.gateway.settings.timeout_s  # a load can take long
+        for reply in await self.gateway.manage(pool, action, model.id, timeout_s):
+            _answer(reply)
+        return self._info(model)
 
     async def status(self) -> StatusReport:
         return await gateway_status(self.gateway, self.live)

@@ -49,6 +49,7 @@ from sie_server.memory.pool import ModelState
 from sie_server.observability.logging import REQUEST_ID
 
 log = logging.getLogger(__name__)
+MANAGEMENT = ("reload", "load", "evict")  # the control messages a gateway sends for POST /v1/models/{id}/...
 FORWARDED = (h.ERROR_CODE, h.RETRY_AFTER, h.CONTENT_TYPE)
 FETCH_WAIT_S = 1.0
 
@@ -335,17 +336,19 @@ class QueueWorker:
             await self.nc.publish(streams.HEARTBEAT_SUBJECT.format(pool=self.pool), json.dumps(beat).encode())
 
     async def _on_control(self, msg: Any) -> None:
-        """``{"reload": id}`` from a gateway: clear a failed load and load again, as POST .../reload does.
+        """``{"reload" | "load" | "evict": id}`` from a gateway: this worker's own POST
+        /v1/models/{id}/{action} (reload: clear a failed load and load again), answered to the gateway.
         ``{"resend": reply subject}``: if this worker answered that call lately, send the answer again
         and say so; if it has the call in hand, say so; else stay silent (another worker may answer)."""
         command = json.loads(msg.data)
         if "resend" in command:
             await self._resend(msg, str(command["resend"]))
             return
-        if "reload" not in command:
+        action = next((a for a in MANAGEMENT if a in command), None)
+        if action is None:
             return
         token = {h.QUEUE_TOKEN: self.app.state.sie.queue_token}
-        response = await call_app(self.app, f"/v1/models/{command['reload']}/reload", b"", token)
+        response = await call_app(self.app, f"/v1/models/{command[action]}/{action}", b"", token)
         kept = {k: v for k, v in response.headers.items() if k in FORWARDED}
         body = await response.read()
         await self._beat()

@@ -16,7 +16,9 @@ from sie_server.contract.responses import GatewayModelInfo, MemoryReport, ModelI
 router = APIRouter(tags=["models"])
 ONE_MODEL = (ModelInfo, GatewayModelInfo)  # a gateway adds where the model runs
 NO_MEMORY = {404: "INVALID_INPUT (a gateway holds no models: ask a worker)"}
-EVICT_CODES = {**NO_MEMORY, 409: "INVALID_INPUT (the model is busy or pinned)"}
+LOAD_ERRORS = (404, 502, 503, 504)
+NO_WORKER = {504: "INFERENCE_ERROR (on a gateway: no worker of the model's pool answered in time)"}
+EVICT_CODES = {409: "INVALID_INPUT (the model is busy or pinned)"}
 TASK = Query(None, description=f"only models that do this task: one of {', '.join(TASKS)}")
 OUTPUT = Query(None, description=f"only models that give this encode output type: one of {', '.join(OUTPUTS)}")
 
@@ -36,14 +38,14 @@ async def memory(request: Request) -> Response:
     return json_response(await service(request).memory())
 
 
-@router.post("/v1/models/{model:path}/reload", **doc(ONE_MODEL, errors=(404, 502, 503), msgpack=False))
+@router.post("/v1/models/{model:path}/reload", **doc(ONE_MODEL, errors=LOAD_ERRORS, msgpack=False, codes=NO_WORKER))
 async def reload(request: Request, model: str = MODEL) -> Response:
     """Clear a failed load and load again (after fixing the weights, say)."""
     svc = service(request)
     return json_response(await svc.reload(svc.resolve(model)))
 
 
-@router.post("/v1/models/{model:path}/load", **doc(ONE_MODEL, errors=(404, 502, 503), msgpack=False, codes=NO_MEMORY))
+@router.post("/v1/models/{model:path}/load", **doc(ONE_MODEL, errors=LOAD_ERRORS, msgpack=False, codes=NO_WORKER))
 async def load(request: Request, model: str = MODEL) -> Response:
     """Load (preload) the model now and answer once it is loaded (a failed one: its MODEL_LOAD_FAILED)."""
     svc = service(request)

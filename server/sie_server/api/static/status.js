@@ -55,7 +55,6 @@ async function act(model, action) {
 }
 
 function actions(m, role) {
-  if (role !== "server" && m.state !== "failed") return "";
   const cell = el("td", {});
   const button = (label, action) => el("button", { "data-action": action, onclick: () => act(m.id, action) }, label);
   if (m.state === "failed") cell.append(button("reload", "reload"));
