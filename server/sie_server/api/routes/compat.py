@@ -15,17 +15,7 @@ from sie_server.api.context import call, model_for, service
 from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.api.routes.encode import check_dims
-from sie_server.contract.requests import (
-    EncodeItemIn,
-    EncodeParams,
-    EncodeRequest,
-    ItemIn,
-    OpenAIEmbeddingsRequest,
-    RerankDocument,
-    RerankRequest,
-    ScoreRequest,
-)
-from sie_server.contract.responses import (
+from sie_server.contract.compat_responses import (
     ApiVersion,
     BilledUnits,
     EmbeddingUsage,
@@ -36,6 +26,16 @@ from sie_server.contract.responses import (
     RerankResponse,
     RerankResult,
     RerankUsage,
+)
+from sie_server.contract.requests import (
+    EncodeItemIn,
+    EncodeParams,
+    EncodeRequest,
+    ItemIn,
+    OpenAIEmbeddingsRequest,
+    RerankDocument,
+    RerankRequest,
+    ScoreRequest,
 )
 
 router = APIRouter(tags=["compatible"])

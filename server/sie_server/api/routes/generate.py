@@ -17,11 +17,7 @@ from sie_server.api.openapi import doc
 from sie_server.api.service import TextStream
 from sie_server.api.streaming import sse, whole
 from sie_server.catalog.schema import ModelConfig
-from sie_server.contract.envelope import Shape
-from sie_server.contract.headers import CallOptions
-from sie_server.contract.limits import Limits
-from sie_server.contract.requests import ChatCompletionRequest, CompletionRequest, GenerateRequest
-from sie_server.contract.responses import (
+from sie_server.contract.compat_responses import (
     ChatChoice,
     ChatChunkChoice,
     ChatCompletion,
@@ -30,9 +26,12 @@ from sie_server.contract.responses import (
     ChatMessageOut,
     Completion,
     CompletionChoice,
-    GenerateChunk,
-    GenerateResponse,
 )
+from sie_server.contract.envelope import Shape
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.limits import Limits
+from sie_server.contract.requests import ChatCompletionRequest, CompletionRequest, GenerateRequest
+from sie_server.contract.responses import GenerateChunk, GenerateResponse
 from sie_server.errors import InvalidInput
 
 router = APIRouter(tags=["generate"])

@@ -1,0 +1,126 @@
+"""Wire models of the answers in other products' shapes: OpenAI embeddings, chat and completions,
+and Cohere / Jina rerank (the compatibility routes build them; their own docs define the fields)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sie_server.contract.responses import Array, KeepNone, Sparse, Usage
+
+# OpenAI
+
+
+class OpenAIEmbedding(KeepNone):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: Array | str  # base64 of little-endian float32 when encoding_format is base64
+
+
+class EmbeddingUsage(KeepNone):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class OpenAIEmbeddingsResponse(KeepNone):
+    object: Literal["list"] = "list"
+    data: list[OpenAIEmbedding]
+    model: str
+    usage: EmbeddingUsage
+
+
+class ChatMessageOut(KeepNone):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(KeepNone):
+    index: int = 0
+    message: ChatMessageOut
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class ChatCompletion(KeepNone):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ChatDelta(Sparse):
+    role: Literal["assistant"] | None = None  # on the first chunk only
+    content: str | None = None
+
+
+class ChatChunkChoice(KeepNone):
+    index: int = 0
+    delta: ChatDelta
+    finish_reason: str | None = None
+
+
+class ChatCompletionChunk(Sparse):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionChoice(KeepNone):
+    index: int = 0
+    text: str
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class Completion(Sparse):
+    """``/v1/completions`` answers, and each event of a streamed one (the last with ``usage``)."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+# Rerank (Cohere v1/v2, Jina)
+
+
+class RerankedDocument(KeepNone):
+    text: str
+
+
+class RerankResult(Sparse):
+    index: int
+    relevance_score: float
+    document: RerankedDocument | None = None
+
+
+class RerankUsage(KeepNone):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class ApiVersion(KeepNone):
+    version: str
+
+
+class BilledUnits(KeepNone):
+    search_units: int
+
+
+class RerankMeta(KeepNone):
+    api_version: ApiVersion
+    billed_units: BilledUnits
+
+
+class RerankResponse(KeepNone):
+    id: str
+    model: str
+    results: list[RerankResult]
+    usage: RerankUsage
+    meta: RerankMeta
