@@ -86,6 +86,10 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "GET /v1/memory": (),
     "GET /v1/models/{model}": (*ENCODERS, *LLMS, "test/tiny-gliner", "test/tiny-clip", "sentence-transformers/x"),
     "POST /v1/models/{model}/reload": ("test/tiny-embedder", "test/tiny-reranker", "test/tiny-llm-b"),
+    "POST /v1/models/{model}/load": ("test/tiny-embedder", "test/tiny-reranker", "test/tiny-llm-b"),
+    # only a model no other test relies on staying loaded (reload and load above bring it back)
+    "POST /v1/models/{model}/evict": ("test/tiny-llm-b",),
+    "GET /v1/status": (),
     "POST /v1/encode/{model}": (*ENCODERS, "test/tiny-clip"),
     "POST /v1/score/{model}": SCORERS,
     "POST /v1/extract/{model}": ("test/tiny-gliner",),
