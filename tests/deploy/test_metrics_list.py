@@ -42,6 +42,6 @@ def test_server_metrics_match_list() -> None:
 
 
 def test_gateway_metrics_match_list() -> None:
-    from sie_server.cluster.gateway import GatewayMetrics
+    from sie_server.cluster.gateway_metrics import GatewayMetrics
 
     assert _registered(GatewayMetrics()) == _listed(gateway=True)

@@ -32,9 +32,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from sie_server.cluster import nats_connection, pool_gauges, streams
+from sie_server.cluster.gateway_metrics import GatewayMetrics
 from sie_server.cluster.gateway_settings import GatewaySettings as GatewaySettings  # re-exported
 from sie_server.cluster.streams import Reply
 from sie_server.contract import headers as h
@@ -42,7 +41,6 @@ from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError, QueueFull
 from sie_server.observability import tracing
 from sie_server.observability.logging import current_request_id
-from sie_server.observability.metrics import LATENCY_BUCKETS
 
 log = logging.getLogger(__name__)
 SPLIT_TASKS = ("encode", "extract")
@@ -54,26 +52,6 @@ RECONNECT_GRACE_S = 10.0  # calls waiting while NATS is away this long fail with
 REPLY_GRACE_S = 2.0  # taken work whose answer has not come this long after is sent again
 RECENT_ANSWERS = 65536  # answered calls remembered, to tell a duplicate answer from a late one
 ASK_TIMEOUT_S = 1.0  # how long the pool's workers have to say one of them has a lost answer
-
-
-class GatewayMetrics:
-    def __init__(self) -> None:
-        self.registry = r = CollectorRegistry()
-        self.requests = Counter("sie_gateway_requests", "Gateway requests", ["task", "status"], registry=r)
-        self.duration = Histogram("sie_gateway_request_duration_seconds", "Gateway latency", ["task"], registry=r)
-        self.pending = Gauge("sie_gateway_pending_items", "Work messages waiting", ["pool", "priority"], registry=r)
-        self.workers = Gauge("sie_gateway_workers", "Live workers seen", ["pool"], registry=r)
-        self.by_reference = Counter("sie_gateway_payloads_by_reference", "Bodies sent via the object store",
-                                    ["direction"], registry=r)  # fmt: skip
-        self.dropped = Counter("sie_gateway_replies_dropped", "Replies not passed on: a call's second answer "
-                               "(duplicate) or one for a call given up (late)", ["reason"], registry=r)  # fmt: skip
-        self.work_seconds = Histogram("sie_gateway_work_seconds", "Seconds from publishing a work message to its "
-                                      "first answer, by pool and priority class", ["pool", "priority"],
-                                      buckets=LATENCY_BUCKETS, registry=r)  # fmt: skip
-        self.dead_letters = Gauge("sie_gateway_dead_letters", "Messages parked in the pool's dead-letter stream",
-                                  ["pool"], registry=r)  # fmt: skip
-        self.model_workers = Gauge("sie_gateway_model_workers", "Live workers reporting the model in this state "
-                                   "(loaded, loading, failed)", ["pool", "model", "state"], registry=r)  # fmt: skip
 
 
 @dataclass
