@@ -59,36 +59,10 @@ class GlinerAdapter(SpanExtractor):
         return int(positions) - min(int(positions) // 4, 3 * max_labels + 4)
 
     def windows(self, texts: list[str]) -> list[Tokens]:
-        """Each text as windows of at most ``window_words`` words that also fit the backbone in
-        subword tokens, consecutive windows overlapping by OVERLAP_WORDS words (a quarter of a window at most).
-
-        ``data`` is a ``Window``: (item index, character offset of the window, window text)."""
-        out: list[Tokens] = []
-        tokenizer = self.model.data_processor.transformer_tokenizer
-        budget = self._token_budget()
-        for index, text in enumerate(texts):
-            words = list(_WORD.finditer(text))
-            encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-            token_starts = [start for start, end in encoded["offset_mapping"] if end > start]
-            first = 0
-            while first < len(words):
-                last = min(len(words), first + self.window_words)
-                while (
-                    last - first > 1 and self._count(token_starts, words[first].start(), words[last - 1].end()) > budget
-                ):
-                    last = first + max(1, (last - first) // 2)
-                begin, end = words[first].start(), words[last - 1].end()
-                window = text[begin:end]
-                ids = tokenizer(window, add_special_tokens=True)["input_ids"]
-                out.append(Tokens(list(ids), None, last - first < len(words), Window(index, begin, window)))
-                if last == len(words):
-                    break
-                first = max(first + 1, last - min(OVERLAP_WORDS, (last - first) // 4))
-        return out
-
-    @staticmethod
-    def _count(token_starts: list[int], begin: int, end: int) -> int:
-        return bisect.bisect_left(token_starts, end) - bisect.bisect_left(token_starts, begin)
+        """Each text as windows (``word_windows``) that also fit the backbone in subword tokens."""
+        return word_windows(
+            texts, self.model.data_processor.transformer_tokenizer, self.window_words, self._token_budget()
+        )
 
     def run(self, batch: list[Tokens], options: ExtractOptions) -> list[list[Span]]:
         texts = [t.data.text for t in batch]
@@ -105,6 +79,35 @@ class GlinerAdapter(SpanExtractor):
 
     def merge(self, texts: int, windows: list[Tokens], found: list[list[Span]]) -> list[list[Entity]]:
         return merge_windows(texts, [w.data for w in windows], found)
+
+
+def word_windows(texts: list[str], tokenizer: Any, window_words: int, budget: int) -> list[Tokens]:
+    """Each text as windows of at most ``window_words`` words that also fit ``budget`` subword tokens
+    of ``tokenizer``, consecutive windows overlapping by OVERLAP_WORDS words (a quarter of a window at
+    most). ``data`` is a ``Window``: (item index, character offset of the window, window text)."""
+    out: list[Tokens] = []
+    for index, text in enumerate(texts):
+        words = list(_WORD.finditer(text))
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        starts = [start for start, end in encoded["offset_mapping"] if end > start]
+        first = 0
+        while first < len(words):
+            last = min(len(words), first + window_words)
+            while last - first > 1 and _count(starts, words[first].start(), words[last - 1].end()) > budget:
+                last = first + max(1, (last - first) // 2)
+            begin, end = words[first].start(), words[last - 1].end()
+            window = text[begin:end]
+            ids = tokenizer(window, add_special_tokens=True)["input_ids"]
+            out.append(Tokens(list(ids), None, last - first < len(words), Window(index, begin, window)))
+            if last == len(words):
+                break
+            first = max(first + 1, last - min(OVERLAP_WORDS, (last - first) // 4))
+    return out
+
+
+def _count(token_starts: list[int], begin: int, end: int) -> int:
+    """Subword tokens starting in [begin, end)."""
+    return bisect.bisect_left(token_starts, end) - bisect.bisect_left(token_starts, begin)
 
 
 def merge_windows(texts: int, windows: list[Window], found: list[list[Span]]) -> list[list[Entity]]:

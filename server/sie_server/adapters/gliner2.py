@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 
 from sie_server.adapters.base import Tokens
 from sie_server.adapters.encoder import SpanExtractor
-from sie_server.adapters.gliner import _WORD, OVERLAP_WORDS, GlinerAdapter, Window, merge_windows
+from sie_server.adapters.gliner import merge_windows, word_windows
 from sie_server.adapters.options import Entity, ExtractOptions, Span
 
 #: the prompt room a window leaves for the schema's names, as a share of the backbone's positions
@@ -102,32 +102,11 @@ class Gliner2Adapter(SpanExtractor):
         self.run(self.windows(["Acme Corp sent an invoice."]), ExtractOptions(labels=("company",), threshold=0.5))
 
     def windows(self, texts: list[str]) -> list[Tokens]:
-        """Each text as windows of at most ``window_words`` words that also fit the backbone in subword
-        tokens (less the prompt's room), overlapping by OVERLAP_WORDS words; ``data`` is a ``Window``."""
-        tokenizer = self.model.processor.tokenizer
+        """Each text as windows (``word_windows``) that also fit the backbone less the prompt's room."""
         positions = int(getattr(self.model.encoder.config, "max_position_embeddings", 0) or 512)
-        budget = positions - positions // PROMPT_SHARE
-        out: list[Tokens] = []
-        for index, text in enumerate(texts):
-            words = list(_WORD.finditer(text))
-            encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-            starts = [start for start, end in encoded["offset_mapping"] if end > start]
-            first = 0
-            while first < len(words):
-                last = min(len(words), first + self.window_words)
-                while (
-                    last - first > 1
-                    and GlinerAdapter._count(starts, words[first].start(), words[last - 1].end()) > budget
-                ):
-                    last = first + max(1, (last - first) // 2)
-                begin, end = words[first].start(), words[last - 1].end()
-                window = text[begin:end]
-                ids = tokenizer(window, add_special_tokens=True)["input_ids"]
-                out.append(Tokens(list(ids), None, last - first < len(words), Window(index, begin, window)))
-                if last == len(words):
-                    break
-                first = max(first + 1, last - min(OVERLAP_WORDS, (last - first) // 4))
-        return out
+        return word_windows(
+            texts, self.model.processor.tokenizer, self.window_words, positions - positions // PROMPT_SHARE
+        )
 
     def run(self, batch: list[Tokens], options: ExtractOptions) -> list[list[Span]]:
         from gliner2 import Schema
