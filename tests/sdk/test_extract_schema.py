@@ -19,44 +19,13 @@ from sdk_fakes import Api
 
 from sie_sdk import InvalidInputError, SIEAsyncClient, SIEClient
 from sie_sdk.types import ExtractSchema, SchemaSpan, Wire
-from tests.helpers.catalog import CPU_PROFILE, write_config
 from tests.helpers.server import ServerProcess
-from tests.helpers.tiny_gliner2 import build_gliner2
-
-MODEL = "test/tiny-gliner2"
-TEXT = "Invoice INV-2024-0117 from Acme Corp: total due 4,250.00 EUR by 31 March 2024."
-SCHEMA: ExtractSchema = {
-    "entities": ["company", "date"],
-    "classifications": {
-        "kind": {"labels": ["invoice", "receipt", "letter"]},
-        "topics": {"labels": ["money", "time", "food"], "multi_label": True},
-    },
-    "structures": {
-        "bill": {
-            "total": {"dtype": "str", "description": "the amount due"},
-            "parties": {"dtype": "list"},
-            "currency": {"dtype": "str", "choices": ["EUR", "USD"]},
-        }
-    },
-    "relations": ["billed_by"],
-}
+from tests.helpers.tiny_gliner2 import MODEL, SCHEMA, TEXT, gliner2_catalog
 
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = build_gliner2(tmp_path_factory.mktemp("tiny-gliner2"), max_len=64)
-    catalog = tmp_path_factory.mktemp("sdk-gliner2-catalog")
-    write_config(
-        catalog,
-        {
-            "id": MODEL,
-            "source": {"path": str(folder)},
-            "adapter": "gliner2",
-            "tasks": {"extract": {"max_labels": 5, "threshold": 0.5}},
-            "max_sequence_length": 64,
-            "profiles": CPU_PROFILE,
-        },
-    )
+    catalog = gliner2_catalog(tmp_path_factory.mktemp("sdk-gliner2"))
     log = tmp_path_factory.mktemp("sdk-gliner2-logs") / "server.log"
     proc = ServerProcess(catalog, "--offline", "--threads", "1", log=log)
     proc.wait_ready()
