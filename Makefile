@@ -76,6 +76,7 @@ lint: install-dev
 shellcheck:
 	@command -v shellcheck >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 \
 	  || apt-get install -y -q shellcheck >/dev/null 2>&1 \
+	  || (apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null 2>&1) \
 	  || echo "warning: could not install shellcheck; its test will be skipped"
 
 # checkov (static analysis of deploy/terraform, tests/deploy/test_terraform.py) in its own venv, so that its
