@@ -9,14 +9,12 @@ window's schema answer with offsets into the window.
 
 from __future__ import annotations
 
-import gc
 import json
 from pathlib import Path
 from typing import Any, TypedDict
 
 from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import SpanExtractor
-from sie_server.adapters.gliner import merge_windows, word_windows
+from sie_server.adapters.gliner import GlinerAdapter, merge_windows, word_windows
 from sie_server.adapters.options import Entity, ExtractOptions, Span
 
 #: the prompt room a window leaves for the schema's names, as a share of the backbone's positions
@@ -79,7 +77,9 @@ def gliner2_schema(wire: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class Gliner2Adapter(SpanExtractor):
+class Gliner2Adapter(GlinerAdapter):
+    """GLiNER's windows, unload and warm-up; GLiNER2's model, prompt room and schema extraction."""
+
     model: Any = None
 
     def load(self, weights: Path) -> None:
@@ -88,18 +88,6 @@ class Gliner2Adapter(SpanExtractor):
         self.model = GLiNER2.from_pretrained(str(weights), map_location=self.device)
         self.model.eval()
         self.window_words = min(self.config.max_sequence_length, int(getattr(self.model.config, "max_len", 0) or 384))
-
-    def unload(self) -> None:
-        self.model = None
-        gc.collect()
-
-    def resident_bytes(self) -> int:
-        if self.model is None:
-            return 0
-        return sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
-
-    def warmup(self) -> None:
-        self.run(self.windows(["Acme Corp sent an invoice."]), ExtractOptions(labels=("company",), threshold=0.5))
 
     def windows(self, texts: list[str]) -> list[Tokens]:
         """Each text as windows (``word_windows``) that also fit the backbone less the prompt's room."""
