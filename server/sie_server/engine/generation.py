@@ -8,6 +8,9 @@ batch), finished or abandoned ones leave between steps, and the tokens a batch m
 One sequence's failure stays with it: a row that cannot be sampled or decoded ends with its own
 error, and a prefill or decode step that fails as a whole is run again for each sequence alone
 (engine/isolation.py), so only those that fail on their own get the error and the others go on.
+
+Every tensor operation of a model, sampling included, runs on its decode thread, none on the event
+loop's: one OpenMP team per thread that computes, and compute_thread.py says why fewer is faster on CPU.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,7 @@ import torch
 from sie_server.adapters.base import ModelAdapter
 from sie_server.adapters.generator import Detokenizer, Generator, StreamingGenerator
 from sie_server.catalog.schema import ModelConfig
+from sie_server.compute_thread import ComputeThread
 from sie_server.engine import isolation
 from sie_server.engine.sampling import sample_rows
 from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
@@ -102,11 +106,16 @@ def generator(model: ModelConfig, adapter: ModelAdapter) -> Generator:
     return adapter
 
 
-def _join(adapter: Generator, batch: Any, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
-    """Prefill new sequences and merge them into the running batch, on the decode thread: every tensor
-    operation of a model stays on one thread (one OpenMP team, not one per calling thread)."""
-    joined, logits = adapter.prefill(prompts)
-    return adapter.merge(batch, joined), logits
+def _join(adapter: Generator, batch: Any, rows: list[Sequence], model_id: str) -> tuple[Any, list[int | SIEError]]:
+    """Prefill new sequences, merge them into the running batch and sample their first tokens."""
+    joined, logits = adapter.prefill([s.prompt_ids for s in rows])
+    return adapter.merge(batch, joined), sample_rows(logits, rows, model_id)
+
+
+def _decode(adapter: Generator, batch: Any, rows: list[Sequence], model_id: str) -> list[int | SIEError]:
+    """One decode step of the running rows and their next tokens."""
+    logits = adapter.decode(batch, [s.generated[-1] for s in rows], [s.position for s in rows])
+    return sample_rows(logits, rows, model_id)
 
 
 class DecodeLoop:
@@ -116,7 +125,7 @@ class DecodeLoop:
         self,
         config: ModelConfig,
         pool: ModelPool,
-        executor: ThreadPoolExecutor,
+        executor: Executor,
         budget: int,
         metrics: Metrics,
         *,
@@ -173,7 +182,9 @@ class DecodeLoop:
         loop = asyncio.get_running_loop()
         prompts = [s.prompt_ids for s in joining]
         try:
-            self.batch, logits = await loop.run_in_executor(self.executor, _join, adapter, self.batch, prompts)
+            self.batch, picks = await loop.run_in_executor(
+                self.executor, _join, adapter, self.batch, joining, self.config.id
+            )
         except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
             log.warning("prefill of %d sequences for %s failed (%r); each alone", len(joining), self.config.id, exc)
             self.metrics.isolation_retries.labels(self.config.id, "prefill").inc()
@@ -183,20 +194,20 @@ class DecodeLoop:
             joining = self._keep_served(joining, outcomes)
             if not joining:
                 return
-            logits = isolation.stack(outcomes)
+            picks = await self._sample(isolation.stack(outcomes), joining)
         self.active.extend(joining)
-        self._advance(adapter, joining, logits)
+        self._advance(adapter, joining, picks)
 
     async def _step(self, adapter: Generator) -> None:
         """One decode step of every running sequence; if it fails, each sequence runs the step alone
         and the batch is rebuilt from those that succeed."""
         loop = asyncio.get_running_loop()
-        tokens = [s.generated[-1] for s in self.active]
-        positions = [s.position for s in self.active]
         try:
-            logits = await loop.run_in_executor(self.executor, adapter.decode, self.batch, tokens, positions)
+            picks = await loop.run_in_executor(self.executor, _decode, adapter, self.batch, self.active, self.config.id)
         except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
-            log.warning("decode step of %d sequences for %s failed (%r); each alone", len(tokens), self.config.id, exc)
+            log.warning(
+                "decode step of %d sequences for %s failed (%r); each alone", len(self.active), self.config.id, exc
+            )
             self.metrics.isolation_retries.labels(self.config.id, "decode").inc()
             rows = [(s.prompt_ids + s.generated[:-1], s.generated[-1], s.position) for s in self.active]
             batch, self.batch = self.batch, None
@@ -206,10 +217,15 @@ class DecodeLoop:
             self.active = self._keep_served(self.active, outcomes)
             if not self.active:
                 return
-            logits = isolation.stack(outcomes)
+            picks = await self._sample(isolation.stack(outcomes), self.active)
         self.steps += 1
         self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
-        self._advance(adapter, self.active, logits)
+        self._advance(adapter, self.active, picks)
+
+    async def _sample(self, logits: torch.Tensor, rows: list[Sequence]) -> list[int | SIEError]:
+        """The rows' next tokens from logits the isolation path stacked, sampled on the decode thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, sample_rows, logits, rows, self.config.id)
 
     def _keep_served(self, rows: list[Sequence], outcomes: list[object]) -> list[Sequence]:
         """The rows whose step succeeded alone; the others end with their own error."""
@@ -257,8 +273,8 @@ class DecodeLoop:
             )
             seq.deltas.put_nowait(None)
 
-    def _advance(self, adapter: Generator, rows: list[Sequence], logits: torch.Tensor) -> None:
-        for seq, token in zip(rows, sample_rows(logits, rows, self.config.id), strict=True):
+    def _advance(self, adapter: Generator, rows: list[Sequence], picks: list[int | SIEError]) -> None:
+        for seq, token in zip(rows, picks, strict=True):
             if isinstance(token, SIEError):
                 self._end(seq, token)
                 continue
@@ -312,7 +328,7 @@ class GenerationService:
         self.pool = pool
         self.load_timeout_s = load_timeout_s
         self.loops: dict[str, DecodeLoop] = {}
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="sie-decode")
+        self.executor = ComputeThread("sie-decode")
         self._native_tasks: set[asyncio.Task[None]] = set()
 
     def busy(self, model_id: str) -> bool:

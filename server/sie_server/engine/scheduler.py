@@ -14,7 +14,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -23,6 +23,7 @@ from sie_server.adapters.base import ModelAdapter, Tokens
 from sie_server.adapters.encoder import Encoder
 from sie_server.adapters.options import BatchOptions
 from sie_server.catalog.schema import ModelConfig
+from sie_server.compute_thread import ComputeThread
 from sie_server.engine.batching import form_batch, padded_cost
 from sie_server.engine.isolation import OOM_RETRY_AFTER_S, is_out_of_memory, run_apart, settle
 from sie_server.engine.policy import PRIORITIES, PriorityPolicy
@@ -108,7 +109,7 @@ class Scheduler:
         self._lane_tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         lanes = {policy.lane(p) for p in PRIORITIES}
-        self._executors = {lane: ThreadPoolExecutor(1, thread_name_prefix=f"sie-{lane}") for lane in lanes}
+        self._executors = {lane: ComputeThread(f"sie-{lane}") for lane in lanes}
         self._task: asyncio.Task[None] | None = None
 
     # ----- admission -----------------------------------------------------------------------
@@ -247,7 +248,7 @@ class Scheduler:
             self._lane_tasks.add(task)
             task.add_done_callback(self._lane_tasks.discard)
 
-    def _start(self, batch: list[WorkItem], executor: ThreadPoolExecutor) -> Started | None:
+    def _start(self, batch: list[WorkItem], executor: Executor) -> Started | None:
         """Hand the batch to its lane's thread now when its model is resident (the lane task would
         otherwise start it only after every callback already queued on the event loop, such as
         the answers of the batch that just finished); None: the lane task loads the model first."""
@@ -270,9 +271,7 @@ class Scheduler:
         if deliver is not None:  # after the wake-up: the next batch starts before these answers are sent
             deliver()
 
-    async def _run(
-        self, batch: list[WorkItem], executor: ThreadPoolExecutor, started: Started | None
-    ) -> Callable[[], None]:
+    async def _run(self, batch: list[WorkItem], executor: Executor, started: Started | None) -> Callable[[], None]:
         """Run the batch (loading its model first if needed); what sets its items' answers or errors."""
         head = batch[0]
         model_id = head.model.id
@@ -315,9 +314,7 @@ class Scheduler:
             return partial(self._fail, batch, failed)
         return partial(self._succeed, batch, results)
 
-    async def _apart(
-        self, adapter: Encoder[Any], batch: list[WorkItem], executor: ThreadPoolExecutor
-    ) -> Callable[[], None]:
+    async def _apart(self, adapter: Encoder[Any], batch: list[WorkItem], executor: Executor) -> Callable[[], None]:
         """The batch failed as a whole: run it again in halves, down to single items, so that only the
         items that fail on their own get an error."""
         model_id = batch[0].model.id
@@ -330,7 +327,7 @@ class Scheduler:
             log.warning("%s: %d of %d items failed on their own", model_id, failed, len(live))
         return partial(self._settle, live, outcomes)
 
-    def _submit(self, adapter: Encoder[Any], batch: list[WorkItem], executor: ThreadPoolExecutor) -> Running:
+    def _submit(self, adapter: Encoder[Any], batch: list[WorkItem], executor: Executor) -> Running:
         return asyncio.get_running_loop().run_in_executor(
             executor, _timed_run, adapter, [i.tokens for i in batch], batch[0].options
         )
@@ -339,7 +336,7 @@ class Scheduler:
         self,
         adapter: Encoder[Any],
         batch: list[WorkItem],
-        executor: ThreadPoolExecutor,
+        executor: Executor,
         running: Running | None = None,
     ) -> list[Any]:
         """Run one batch (``running``: already handed to the lane's thread); on out-of-memory split it in

@@ -21,6 +21,7 @@ from sie_server.adapters.backends import effective_backend
 from sie_server.adapters.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.weights import WeightsLocation, resolve
 from sie_server.catalog.schema import CpuPrecision, ModelConfig, Profile
+from sie_server.compute_thread import in_own_thread
 from sie_server.errors import InvalidInput, ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
 from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_bytes, eviction_plan, exceeds_free_memory
 from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
@@ -199,7 +200,8 @@ class ModelPool:
             self._check_free_memory(config, need)
             slot.resident_bytes, slot.reserve_bytes = estimate, reserve  # reserved while loading
             progress.enter(LoadStage.READING, f"about {_mib(estimate)} of weights in {profile.dtype}")
-            adapter = await asyncio.to_thread(self._load_blocking, location, config, profile, progress)
+            # a thread of its own, ended with the load: the OpenMP team it starts goes with it (compute_thread.py)
+            adapter = await in_own_thread("sie-load", self._load_blocking, location, config, profile, progress)
         except ResourceExhausted as exc:  # not a broken model: try again when memory frees up
             self._settle(slot, done, exc, state=ModelState.AVAILABLE)
             return
