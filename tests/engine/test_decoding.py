@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
+
 import torch
 
 from sie_server.adapters.generator import ByteDetokenizer, WindowDetokenizer
 from sie_server.engine.generation import SamplingParams, Sequence
-from sie_server.engine.sampling import sample
+from sie_server.engine.sampling import sample, sample_rows
 
 TEXT = "Grüße, 東京! ok"
 BYTES = list(TEXT.encode())  # one "token" per byte: multi-byte characters span several tokens
@@ -84,3 +88,32 @@ def test_stop_string_across_pieces_is_cut_and_never_streamed() -> None:
         sent.append(seq.deltas.get_nowait())
     assert seq.text == "Hello " and seq.finish_reason == "stop"
     assert "".join(str(s) for s in sent) == "Hello "  # "E" and "EN" were held back, then dropped
+
+
+def threads_started_by(work: Callable[[], object]) -> int:
+    """OS threads added to this process by running ``work`` on a fresh thread (counted while it still runs)."""
+    counts: list[int] = []
+
+    def run() -> None:
+        before = len(os.listdir("/proc/self/task"))
+        work()
+        counts.append(len(os.listdir("/proc/self/task")) - before)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    return counts[0]
+
+
+def test_sampling_a_vocabulary_wide_batch_starts_no_openmp_team() -> None:
+    """Sampling runs on the decode thread, between llama.cpp's steps: a torch kernel there would start an
+    OpenMP team whose spinning worker takes a core from llama.cpp (one stream fell from ~100 to ~60 tokens/s)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        logits = torch.randn(8, 49152)
+        rows = [row(), row(temperature=0.7), row(temperature=1.0, top_p=0.9, seed=1), *[row() for _ in range(5)]]
+        assert threads_started_by(lambda: logits.amax(-1)) == 1  # a torch reduction this wide does start one
+        assert threads_started_by(lambda: sample_rows(logits, rows, "t/llm")) == 0
+    finally:
+        torch.set_num_threads(threads)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from sie_server.adapters.generator import Sampling
@@ -22,37 +23,64 @@ class Row(Protocol):
     def generator(self) -> torch.Generator | None: ...
 
 
+def _host(logits: torch.Tensor) -> np.ndarray:
+    """The logits as a float32 array in host memory. Everything below is numpy on the host: on CPU a torch
+    kernel over a vocabulary-wide row would start an OpenMP team on the decode thread, whose spinning
+    workers then take the cores from llama.cpp's own threads during the next step."""
+    if logits.device.type == "cpu" and logits.dtype == torch.float32:
+        return logits.numpy()
+    return logits.float().cpu().numpy()
+
+
+def _uniforms(rows: list[Row]) -> np.ndarray:
+    """One uniform draw in [0, 1) per row: a seeded row's from its own generator, the others' from torch's."""
+    free = [k for k, row in enumerate(rows) if row.generator is None]
+    draws = np.empty(len(rows), dtype=np.float64)
+    if free:
+        draws[free] = torch.rand(len(free), dtype=torch.float64).numpy()
+    for k, row in enumerate(rows):
+        if row.generator is not None:
+            draws[k] = float(torch.rand((), dtype=torch.float64, generator=row.generator))
+    return draws
+
+
+def _nucleus(probs: np.ndarray, top_p: np.ndarray) -> np.ndarray:
+    """Each row's probabilities outside its top-p nucleus set to 0 (the head always stays, even when
+    top_p is 0 in this dtype: 5e-324)."""
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    ordered = np.take_along_axis(probs, order, axis=-1)
+    drop = np.cumsum(ordered, axis=-1) - ordered >= top_p[:, None]
+    drop[:, 0] = False
+    kept = np.empty_like(probs)
+    np.put_along_axis(kept, order, np.where(drop, 0.0, ordered), axis=-1)
+    return kept
+
+
 def sample(logits: torch.Tensor, rows: Sequence[Row]) -> list[int]:
     """The next token of every row at once: argmax for greedy rows; temperature and top-p applied
     to all sampled rows together, then one draw per row (a seeded row draws from its own generator,
     so its output does not depend on what else is in the batch). Raises ValueError, before any row
     draws, when some sampled row's probabilities are not finite."""
-    if logits.device.type == "cpu":  # numpy's argmax: no wake-up of torch's thread pool beside llama.cpp's
-        chosen = torch.from_numpy(logits.numpy().argmax(-1))
-    else:
-        chosen = torch.argmax(logits, dim=-1)
+    on_cpu = logits.device.type == "cpu"
+    chosen = _host(logits).argmax(-1) if on_cpu else torch.argmax(logits, dim=-1).cpu().numpy()
     sampled = [i for i, s in enumerate(rows) if s.params.temperature > 0]
     if sampled:
-        index = torch.tensor(sampled, device=logits.device)
-        temperature = torch.tensor(
-            [rows[i].params.temperature for i in sampled], dtype=logits.dtype, device=logits.device
-        )
-        probs = torch.softmax(logits[index] / temperature.unsqueeze(1), dim=-1)
-        top_p = torch.tensor([rows[i].params.top_p for i in sampled], dtype=probs.dtype, device=probs.device)
+        temperature = np.array([rows[i].params.temperature for i in sampled], dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            picked = _host(logits)[sampled] if on_cpu else _host(logits[sampled])
+            scaled = picked / temperature[:, None]
+            scaled = scaled - scaled.max(-1, keepdims=True)
+            probs = np.exp(scaled)
+            probs /= probs.sum(-1, keepdims=True)
+        top_p = np.array([rows[i].params.top_p for i in sampled], dtype=np.float32)
         if bool((top_p < 1.0).any()):
-            ordered, order = torch.sort(probs, dim=-1, descending=True)
-            drop = ordered.cumsum(-1) - ordered >= top_p.unsqueeze(1)
-            drop[:, 0] = False  # the nucleus holds the head even when top_p is 0 in this dtype (5e-324)
-            probs = probs.scatter(-1, order, ordered.masked_fill(drop, 0.0))
-        if not bool(torch.isfinite(probs).all()):
+            probs = _nucleus(probs, top_p)
+        if not bool(np.isfinite(probs).all()):
             raise ValueError("probabilities are not finite")
-        free = [k for k, i in enumerate(sampled) if rows[i].generator is None]
-        if free:
-            chosen[index[free]] = torch.multinomial(probs[free], 1).squeeze(1)
+        cumulative = np.cumsum(probs, axis=-1, dtype=np.float64)
+        draws = _uniforms([rows[i] for i in sampled]) * cumulative[:, -1]
         for k, i in enumerate(sampled):
-            generator = rows[i].generator
-            if generator is not None:
-                chosen[i] = torch.multinomial(probs[k].cpu(), 1, generator=generator)[0]  # a CPU generator
+            chosen[i] = min(int(np.searchsorted(cumulative[k], draws[k], side="right")), probs.shape[-1] - 1)
     return [int(t) for t in chosen.tolist()]
 
 
@@ -60,8 +88,9 @@ def sample_rows(logits: torch.Tensor, rows: Sequence[Row], model_id: str) -> lis
     """``sample`` with each row's failure kept to that row: a row whose logits are not finite (NaN,
     +inf, or all -inf: the model's fault) gets INFERENCE_ERROR; a row that cannot be sampled with the
     caller's temperature and top_p gets INVALID_INPUT; every other row gets its token."""
-    top = logits.amax(-1)  # NaN if any is NaN, +inf if any is, -inf only if all are: one pass
-    healthy = torch.isfinite(top).tolist()
+    # NaN if any is NaN, +inf if any is, -inf only if all are: one pass (numpy on CPU, see _host)
+    top = _host(logits).max(-1) if logits.device.type == "cpu" else logits.amax(-1).cpu().numpy()
+    healthy = np.isfinite(top).tolist()
     outcomes: list[int | SIEError] = [
         InferenceError(f"model {model_id} produced non-finite scores for this sequence") for _ in rows
     ]
