@@ -2,13 +2,16 @@
 on the same file, same threads, greedy, in one run; then the same model on the server's float32 torch path
 for resident memory.
 
-    .venv/bin/python -m benchmarks.generate_llamacpp [--tokens 96] [--threads 2] [--streams 8] [--wait-quiet 60]
+    .venv/bin/python -m benchmarks.generate_llamacpp [--tokens 96] [--threads 2] [--streams 8] [--rounds 3]
+        [--wait-quiet 60]
 
 Server figures: cold load (first request, and load_seconds), one stream's tokens/s, the aggregate tokens/s
 of --streams concurrent streams, first-token latency p50/p90 over sequential streamed requests, and the
 server process's resident memory (VmRSS) after all of it. Baselines in this process: llama-cpp-python's
 `Llama.create_chat_completion` (what a user of the library calls) and its `Llama.generate` token loop
-(its fastest path, the one the ratio is taken against), each on the same prompt and token count.
+(its fastest path, the one the ratio is taken against), each on the same prompt and token count. The
+server's rounds (one stream, bare generate(), the concurrent streams) alternate, so drift in the machine's
+speed, which moves single ~1 s runs by 10-20% here, hits both sides; medians of the per-round ratios are reported.
 Tokens/s counts completion tokens over the whole request (prompt reading included), on both sides.
 """
 
@@ -78,7 +81,12 @@ def first_token_ms(url: str, model: str, count: int) -> list[float]:
     return times
 
 
-def serve_and_measure(catalog: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
+def serve_and_measure(
+    catalog: Path, model: str, args: argparse.Namespace, baseline: Bare | None = None
+) -> dict[str, Any]:
+    """The server's figures; with ``baseline``, its rounds alternate with the server's (one stream, then
+    bare llama-cpp-python, then the concurrent streams, ``args.rounds`` times), so drift in the machine's
+    speed hits both sides, and each round gives its own ratios."""
     server = ServerProcess(catalog, "--offline", "--threads", str(args.threads)).wait_ready(timeout_s=600)
     try:
         idle_rss = proc_status_kib(server.proc.pid, "VmRSS") * 1024  # the server before the model is loaded
@@ -89,9 +97,13 @@ def serve_and_measure(catalog: Path, model: str, args: argparse.Namespace) -> di
         info = httpx.get(f"{server.url}/v1/models/{model}").json()
         meter = Meter(server.proc.pid)
         meter.start()
-        one_s, one_tokens = asyncio.run(streams(server.url, model, PROMPTS[:1], args.tokens))
+        rounds = []
+        for _ in range(args.rounds if baseline else 1):
+            one_s, one_tokens = asyncio.run(streams(server.url, model, PROMPTS[:1], args.tokens))
+            bare_rate = baseline.generate(args.tokens) if baseline else None
+            many_s, many_tokens = asyncio.run(streams(server.url, model, PROMPTS[: args.streams], args.tokens))
+            rounds.append({"single": one_tokens / one_s, "many": many_tokens / many_s, "bare": bare_rate})
         meter.stop()
-        many_s, many_tokens = asyncio.run(streams(server.url, model, PROMPTS[: args.streams], args.tokens))
         ttft = first_token_ms(server.url, model, args.ttft)
         rss = proc_status_kib(server.proc.pid, "VmRSS") * 1024
         return {
@@ -102,9 +114,9 @@ def serve_and_measure(catalog: Path, model: str, args: argparse.Namespace) -> di
             "resident": info["resident_bytes"],
             "charge": info["charge_bytes"],
             "answer": first.json()["text"],
-            "single": one_tokens / one_s,
-            "single_tokens": one_tokens,
-            "many": many_tokens / many_s,
+            "rounds": rounds,
+            "single": statistics.median(float(r["single"] or 0) for r in rounds),
+            "many": statistics.median(float(r["many"] or 0) for r in rounds),
             "ttft": ttft,
             "rss": rss,
             "model_rss": rss - idle_rss,
@@ -115,26 +127,38 @@ def serve_and_measure(catalog: Path, model: str, args: argparse.Namespace) -> di
 
 
 # ----- bare llama-cpp-python ------------------------------------------------------------------------
-def bare(tokens: int, threads: int) -> dict[str, float]:
-    import llama_cpp
+class Bare:
+    """llama-cpp-python in this process, on the same file and threads."""
 
-    llm = llama_cpp.Llama(str(gguf_path()), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
-    messages = [{"role": "user", "content": PROMPTS[0]}]
-    llm.create_chat_completion(messages, max_tokens=4, temperature=0)  # warm-up
-    started = time.perf_counter()
-    answer: Any = llm.create_chat_completion(messages, max_tokens=tokens, temperature=0)
-    chat_rate = answer["usage"]["completion_tokens"] / (time.perf_counter() - started)
-    prompt = llm.tokenize(
-        f"<|im_start|>user\n{PROMPTS[0]}<|im_end|>\n<|im_start|>assistant\n".encode(), add_bos=False, special=True
-    )
-    llm.reset()
-    started = time.perf_counter()
-    made = 0
-    for token in llm.generate(prompt, temp=0.0, reset=True):
-        if token == llm.token_eos() or made >= tokens:
-            break
-        made += 1
-    return {"chat": chat_rate, "generate": made / (time.perf_counter() - started), "generate_tokens": made}
+    def __init__(self, threads: int):
+        import llama_cpp
+
+        self.llm: Any = llama_cpp.Llama(
+            str(gguf_path()), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False
+        )
+        self.messages: Any = [{"role": "user", "content": PROMPTS[0]}]
+        self.llm.create_chat_completion(self.messages, max_tokens=4, temperature=0)  # warm-up
+
+    def chat(self, tokens: int) -> float:
+        """``create_chat_completion`` (what a user of the library calls): completion tokens/s."""
+        started = time.perf_counter()
+        answer: Any = self.llm.create_chat_completion(self.messages, max_tokens=tokens, temperature=0)
+        return float(answer["usage"]["completion_tokens"] / (time.perf_counter() - started))
+
+    def generate(self, tokens: int) -> float:
+        """Its ``generate`` token loop (its fastest path, the one the ratio is taken against): tokens/s."""
+        llm = self.llm
+        prompt = llm.tokenize(
+            f"<|im_start|>user\n{PROMPTS[0]}<|im_end|>\n<|im_start|>assistant\n".encode(), add_bos=False, special=True
+        )
+        llm.reset()
+        started = time.perf_counter()
+        made = 0
+        for token in llm.generate(prompt, temp=0.0, reset=True):
+            if token == llm.token_eos() or made >= tokens:
+                break
+            made += 1
+        return made / (time.perf_counter() - started)
 
 
 def main() -> None:
@@ -144,6 +168,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--ttft", type=int, default=20, help="sequential streamed requests for first-token latency")
     parser.add_argument("--wait-quiet", type=float, default=0.0)
+    parser.add_argument("--rounds", type=int, default=3, help="server / bare rounds, alternated; medians reported")
     args = parser.parse_args()
     print(f"CPU {cpu_model()}, flags: {cpu_flags()}; threads {args.threads}; {wait_quiet(args.wait_quiet)}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,21 +177,30 @@ def main() -> None:
         torch_dir.mkdir()
         copy_real(llama_dir, SMOLLM)
         torch_catalog(torch_dir)
-        server = serve_and_measure(llama_dir, SMOLLM, args)
-        baseline = bare(args.tokens, args.threads)
+        baseline = Bare(args.threads)
+        server = serve_and_measure(llama_dir, SMOLLM, args, baseline)
+        chat = baseline.chat(args.tokens)
+        del baseline
         torch_side = serve_and_measure(torch_dir, TORCH_ID, args)
     mib = 2**20
     print(f"server ({server['backend']}, {server['source']}): answer {server['answer']!r}")
     print(f"  cold first request {server['cold_s']:.2f} s (load {server['load_s']:.2f} s)")
+    for i, r in enumerate(server["rounds"], 1):
+        print(
+            f"  round {i}: 1 stream {r['single']:.1f} tokens/s vs bare llama-cpp-python generate() {r['bare']:.1f} "
+            f"({r['single'] / r['bare']:.2f}x); {args.streams} streams {r['many']:.1f} tokens/s in total "
+            f"({r['many'] / r['single']:.2f}x one stream)"
+        )
+    single_ratio = statistics.median(r["single"] / r["bare"] for r in server["rounds"])
+    many_ratio = statistics.median(r["many"] / r["single"] for r in server["rounds"])
     print(
-        f"  1 stream: {server['single']:.1f} tokens/s ({server['single_tokens']} tokens; other load "
-        f"{server['other_cores']} cores)   bare llama-cpp-python generate(): {baseline['generate']:.1f} tokens/s "
-        f"({baseline['generate_tokens']} tokens) -> ratio {server['single'] / baseline['generate']:.2f}x;   "
-        f"create_chat_completion(): {baseline['chat']:.1f} tokens/s -> {server['single'] / baseline['chat']:.2f}x"
+        f"  1 stream: median {server['single']:.1f} tokens/s; ratio to bare generate() per round, median "
+        f"{single_ratio:.2f}x; bare create_chat_completion() {chat:.1f} tokens/s (other load {server['other_cores']} "
+        "cores)"
     )
     print(
-        f"  {args.streams} streams: {server['many']:.1f} tokens/s in total = {server['many'] / server['single']:.2f}x "
-        "one stream"
+        f"  {args.streams} streams: median {server['many']:.1f} tokens/s in total; per round, median "
+        f"{many_ratio:.2f}x one stream"
     )
     ttft = sorted(server["ttft"])
     print(
