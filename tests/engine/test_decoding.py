@@ -9,8 +9,8 @@ from collections.abc import Callable
 import torch
 
 from sie_server.adapters.generator import ByteDetokenizer, WindowDetokenizer
-from sie_server.engine.generation import SamplingParams, Sequence
 from sie_server.engine.sampling import sample, sample_rows
+from sie_server.engine.sequences import SamplingParams, Sequence
 
 TEXT = "Grüße, 東京! ok"
 BYTES = list(TEXT.encode())  # one "token" per byte: multi-byte characters span several tokens
@@ -91,18 +91,19 @@ def test_stop_string_across_pieces_is_cut_and_never_streamed() -> None:
 
 
 def threads_started_by(work: Callable[[], object]) -> int:
-    """OS threads added to this process by running ``work`` on a fresh thread (counted while it still runs)."""
-    counts: list[int] = []
+    """OS threads that appeared in this process while ``work`` ran on a fresh thread (the thread itself not
+    counted; threads that end meanwhile do not matter)."""
+    started: list[int] = []
 
     def run() -> None:
-        before = len(os.listdir("/proc/self/task"))
+        before = set(os.listdir("/proc/self/task"))
         work()
-        counts.append(len(os.listdir("/proc/self/task")) - before)
+        started.append(len(set(os.listdir("/proc/self/task")) - before))
 
     thread = threading.Thread(target=run)
     thread.start()
     thread.join(60)
-    return counts[0]
+    return started[0]
 
 
 def test_sampling_a_vocabulary_wide_batch_starts_no_openmp_team() -> None:

@@ -11,8 +11,9 @@ from sie_server.adapters.base import ModelAdapter, Tokens
 from sie_server.adapters.encoder import PairScorer
 from sie_server.adapters.options import EncodeOptions, ExtractOptions, ScoreOptions
 from sie_server.catalog.schema import ModelConfig, Profile
-from sie_server.engine.generation import GenerationService, SamplingParams
+from sie_server.engine.generation import GenerationService
 from sie_server.engine.scheduler import WorkItem
+from sie_server.engine.sequences import SamplingParams
 from sie_server.errors import InvalidInput
 from tests.engine.conftest import EngineFactory, fake_config
 

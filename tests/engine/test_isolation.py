@@ -16,9 +16,10 @@ from sie_server.adapters.base import ModelAdapter, Tokens
 from sie_server.adapters.generator import ByteDetokenizer, Detokenizer, Generator
 from sie_server.adapters.options import EncodeOptions
 from sie_server.catalog.schema import ModelConfig, Profile
-from sie_server.engine.generation import GenerationService, SamplingParams, Sequence
+from sie_server.engine.generation import GenerationService
 from sie_server.engine.isolation import run_apart
 from sie_server.engine.sampling import sample, sample_rows
+from sie_server.engine.sequences import SamplingParams, Sequence
 from sie_server.errors import InferenceError, InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.metrics import Metrics

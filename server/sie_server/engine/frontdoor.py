@@ -37,12 +37,13 @@ from sie_server.contract.status import StatusReport
 from sie_server.cpu_features import detect
 from sie_server.drain import shutting_down
 from sie_server.engine import service as engine
-from sie_server.engine.generation import GenerationService, SamplingParams, Sequence, usage
+from sie_server.engine.generation import GenerationService, usage
 from sie_server.engine.leftovers import fail_leftovers
 from sie_server.engine.lora_tasks import requested_task
 from sie_server.engine.model_report import memory_report, model_info
 from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
+from sie_server.engine.sequences import SamplingParams, Sequence
 from sie_server.engine.status_report import ServerStatus
 from sie_server.errors import SIEError
 from sie_server.memory.pool import ModelPool
