@@ -45,7 +45,7 @@ from sie_server.contract import headers as h
 from sie_server.contract.codec import MSGPACK, SSE, dumps_json
 from sie_server.contract.headers import PRIORITIES
 from sie_server.errors import InferenceError
-from sie_server.memory.pool import ModelState
+from sie_server.memory.slots import ModelState
 from sie_server.observability.logging import REQUEST_ID
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from sie_server.catalog.info import catalog_info
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.responses import LoadProgress, MemoryReport, ModelInfo, ModelMemory, Precision
 from sie_server.memory.load_progress import LoadProgress as Progress
-from sie_server.memory.pool import ModelPool, ModelState
+from sie_server.memory.pool import ModelPool
+from sie_server.memory.slots import ModelState
 
 
 def model_info(config: ModelConfig, pool: ModelPool, *, catalog_error: str | None = None) -> ModelInfo:

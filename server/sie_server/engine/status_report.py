@@ -11,7 +11,8 @@ from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import PRIORITIES
 from sie_server.contract.status import ErrorEntry, MemoryStatus, ModelStatus, StatusReport
-from sie_server.memory.pool import ModelPool, ModelState
+from sie_server.memory.pool import ModelPool
+from sie_server.memory.slots import ModelState
 from sie_server.observability.live import CounterWindow, LiveStats
 from sie_server.observability.metrics import Metrics
 

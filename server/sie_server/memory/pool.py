@@ -12,8 +12,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from sie_server.adapters import ModelAdapter, create_adapter
@@ -28,6 +26,7 @@ from sie_server.memory.estimate import activation_reserve, gguf_estimate, weight
 from sie_server.memory.heap import freeze_long_lived, thawed
 from sie_server.memory.held import Holding, MemoryProbe, ProcessMemory
 from sie_server.memory.load_progress import LoadProgress, LoadStage
+from sie_server.memory.slots import ModelState, Slot
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -37,34 +36,6 @@ LOADING_RETRY_AFTER_S = 2.0
 BUSY_RETRY_AFTER_S = 1.0
 PRESSURE_RETRY_AFTER_S = 5.0
 OVER_BUDGET_WARN_EVERY_S = 60.0
-
-
-class ModelState(StrEnum):
-    AVAILABLE = "available"
-    LOADING = "loading"
-    LOADED = "loaded"
-    FAILED = "failed"
-
-
-@dataclass(eq=False)
-class Slot:
-    config: ModelConfig
-    state: ModelState = ModelState.AVAILABLE
-    adapter: ModelAdapter | None = None
-    error: str | None = None
-    weights_source: str | None = None
-    resident_bytes: int = 0
-    reserve_bytes: int = 0
-    load_seconds: float | None = None
-    last_used: float = 0.0
-    loading: asyncio.Future[ModelAdapter] | None = None
-    progress: LoadProgress | None = None  # while loading: its stage
-    load_started: float | None = None  # monotonic time the current or last load began
-
-    @property
-    def charge(self) -> int:
-        """Bytes counted against the budget: while loading the estimate, once loaded the measurement."""
-        return self.resident_bytes + self.reserve_bytes if self.state in (ModelState.LOADING, ModelState.LOADED) else 0
 
 
 def _mib(n: int) -> str:
