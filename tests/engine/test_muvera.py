@@ -11,7 +11,7 @@ import pytest
 
 from sie_server.catalog.schema import EncodeTask, MuveraSpec
 from sie_server.engine.muvera import Muvera, MuveraParams, fde
-from sie_server.engine.service import maxsim
+from sie_server.engine.similarity import maxsim
 from tests.helpers.server import pythonpath
 
 DEFAULT = MuveraParams(repetitions=16, k_sim=4, d_proj=8, seed=42)

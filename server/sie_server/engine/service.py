@@ -32,32 +32,13 @@ from sie_server.engine.long_inputs import cut
 from sie_server.engine.lora_tasks import lora_task, task_instruction
 from sie_server.engine.outputs import requested
 from sie_server.engine.scheduler import Scheduler, WorkItem
+from sie_server.engine.similarity import similarity
 from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import ErrorCode, InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 
 In = TypeVar("In")
 SCORE_OUTPUT: dict[str, OutputType] = {"bi_encoder": "dense", "maxsim": "multivector", "sparse_dot": "sparse"}
-
-
-def similarity(kind: str, query: Any, item: Any) -> float:
-    """Cosine for dense vectors, MaxSim for multivectors, dot product for sparse vectors."""
-    if kind == "dense":
-        q, d = np.asarray(query, np.float32), np.asarray(item, np.float32)
-        cosine = float(q @ d / max(float(np.linalg.norm(q) * np.linalg.norm(d)), 1e-12))
-        return min(1.0, max(-1.0, cosine))  # float32 rounding can land just outside [-1, 1]
-    if kind == "multivector":
-        return maxsim(np.asarray(query, np.float32), np.asarray(item, np.float32))
-    (qi, qv), (di, dv) = query, item
-    _, q_at, d_at = np.intersect1d(qi, di, assume_unique=True, return_indices=True)
-    return float(np.dot(qv[q_at], dv[d_at]))
-
-
-def maxsim(query: np.ndarray, document: np.ndarray) -> float:
-    """Sum over query vectors of the best dot product with any document vector."""
-    if len(query) == 0 or len(document) == 0:
-        return 0.0
-    return float((query @ document.T).max(axis=1).sum())
 
 
 def unsupported(model: ModelConfig, task: str) -> InvalidInput:
