@@ -21,10 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import yaml
 
 from benchmarks._common import Meter, cpu_model, wait_quiet
-from tests.helpers.catalog import REAL_CATALOG, SMOLLM, write_config
+from tests.helpers.catalog import SMOLLM, real_config, write_config
 from tests.helpers.server import ServerProcess
 
 TORCH_ID = "bench/smollm2-torch"
@@ -43,7 +42,7 @@ PROMPTS = [
 
 def torch_catalog(folder: Path) -> str:
     """The catalog's SmolLM2 under another id, on the transformers backend; returns the id."""
-    data = yaml.safe_load((REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml")).read_text())
+    data = real_config(SMOLLM)
     data["id"] = TORCH_ID
     data["profiles"]["cpu"]["backend"] = "transformers"
     write_config(folder, data)

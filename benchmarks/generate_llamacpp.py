@@ -24,14 +24,13 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
-import yaml
 
 from benchmarks._common import Meter, cpu_model, proc_status_kib, wait_quiet
 from benchmarks.generate_cpu import PROMPTS, TORCH_ID, torch_catalog
-from tests.helpers.catalog import REAL_CATALOG, SMOLLM, copy_real, write_config
+from tests.helpers.catalog import SMOLLM, copy_real, real_config, write_config
 from tests.helpers.server import ServerProcess
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -97,6 +96,14 @@ def first_token_ms(url: str, model: str, count: int) -> list[float]:
     return times
 
 
+class Round(NamedTuple):
+    """One round's tokens/s: the server's one stream and its concurrent streams, and bare generate() between."""
+
+    single: float
+    many: float
+    bare: float | None
+
+
 def serve_and_measure(
     catalog: Path, model: str, args: argparse.Namespace, baseline: Bare | None = None
 ) -> dict[str, Any]:
@@ -113,12 +120,12 @@ def serve_and_measure(
         info = httpx.get(f"{server.url}/v1/models/{model}").json()
         meter = Meter(server.proc.pid)
         meter.start()
-        rounds = []
+        rounds: list[Round] = []
         for _ in range(args.rounds if baseline else 1):
             one_s, one_tokens = asyncio.run(streams(server.url, model, PROMPTS[:1], args.tokens))
             bare_rate = baseline.generate(args.tokens) if baseline else None
             many_s, many_tokens = asyncio.run(streams(server.url, model, PROMPTS[: args.streams], args.tokens))
-            rounds.append({"single": one_tokens / one_s, "many": many_tokens / many_s, "bare": bare_rate})
+            rounds.append(Round(one_tokens / one_s, many_tokens / many_s, bare_rate))
         meter.stop()
         ttft = first_token_ms(server.url, model, args.ttft)
         rss = proc_status_kib(server.proc.pid, "VmRSS") * 1024
@@ -131,8 +138,8 @@ def serve_and_measure(
             "charge": info["charge_bytes"],
             "answer": first.json()["text"],
             "rounds": rounds,
-            "single": statistics.median(float(r["single"] or 0) for r in rounds),
-            "many": statistics.median(float(r["many"] or 0) for r in rounds),
+            "single": statistics.median(r.single for r in rounds),
+            "many": statistics.median(r.many for r in rounds),
             "ttft": ttft,
             "rss": rss,
             "model_rss": rss - idle_rss,
@@ -201,7 +208,7 @@ def main() -> None:
         if args.requantize:
             file = Path(tmp) / GGUF.replace("Q4_1", args.requantize)
             requantize(file, QUANTIZED[args.requantize], args.threads)
-            data = yaml.safe_load((REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml")).read_text())
+            data = real_config(SMOLLM)
             data["source"] = {"path": str(file.parent), "gguf_file": file.name}
             write_config(llama_dir, data)
         else:
@@ -216,14 +223,16 @@ def main() -> None:
     mib = 2**20
     print(f"server ({server['backend']}, {server['source']}): answer {server['answer']!r}")
     print(f"  cold first request {server['cold_s']:.2f} s (load {server['load_s']:.2f} s)")
-    for i, r in enumerate(server["rounds"], 1):
+    rounds: list[Round] = server["rounds"]
+    for i, r in enumerate(rounds, 1):
+        bare = r.bare or float("nan")
         print(
-            f"  round {i}: 1 stream {r['single']:.1f} tokens/s vs bare llama-cpp-python generate() {r['bare']:.1f} "
-            f"({r['single'] / r['bare']:.2f}x); {args.streams} streams {r['many']:.1f} tokens/s in total "
-            f"({r['many'] / r['single']:.2f}x one stream)"
+            f"  round {i}: 1 stream {r.single:.1f} tokens/s vs bare llama-cpp-python generate() {bare:.1f} "
+            f"({r.single / bare:.2f}x); {args.streams} streams {r.many:.1f} tokens/s in total "
+            f"({r.many / r.single:.2f}x one stream)"
         )
-    single_ratio = statistics.median(r["single"] / r["bare"] for r in server["rounds"])
-    many_ratio = statistics.median(r["many"] / r["single"] for r in server["rounds"])
+    single_ratio = statistics.median(r.single / (r.bare or float("nan")) for r in rounds)
+    many_ratio = statistics.median(r.many / r.single for r in rounds)
     print(
         f"  1 stream: median {server['single']:.1f} tokens/s; ratio to bare generate() per round, median "
         f"{single_ratio:.2f}x; bare create_chat_completion() {chat:.1f} tokens/s (other load {server['other_cores']} "

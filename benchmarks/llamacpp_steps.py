@@ -27,9 +27,9 @@ def measure(folder: Path, file: str, streams: int, steps: int) -> dict[int, tupl
     """sequences -> (prefill seconds, prompt tokens, median decode-step seconds)."""
     from sie_server.adapters.llamacpp import LlamaCppAdapter
     from sie_server.catalog.loader import parse_config_file
-    from tests.helpers.catalog import REAL_CATALOG, SMOLLM
+    from tests.helpers.catalog import SMOLLM, real_config_path
 
-    config = parse_config_file(REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml"))
+    config = parse_config_file(real_config_path(SMOLLM))
     config = config.model_copy(update={"source": config.source.model_copy(update={"gguf_file": file})})
     adapter = LlamaCppAdapter(config, config.profiles["cpu"], "cpu")
     adapter.load(folder)

@@ -19,14 +19,14 @@ from pathlib import Path
 import httpx
 import yaml
 
-from tests.helpers.catalog import MINILM, REAL_CATALOG
+from tests.helpers.catalog import MINILM, real_config
 from tests.helpers.server import ServerProcess
 
 TEXTS = ["Invoice INV-2024-0117 from Acme Corp: total due 4,250.00 EUR by 31 March 2024."] * 8
 
 
 def write_catalog(folder: Path, count: int) -> list[str]:
-    base = yaml.safe_load((REAL_CATALOG / (MINILM.replace("/", "__") + ".yaml")).read_text())
+    base = real_config(MINILM)
     ids = []
     for i in range(count):
         config = {**base, "id": f"churn/minilm-{i}"}

@@ -6,11 +6,11 @@ from fnmatch import fnmatch
 
 from sie_server.adapters.weights import hub_patterns
 from sie_server.catalog.loader import parse_config_file
-from tests.helpers.catalog import REAL_CATALOG
+from tests.helpers.catalog import real_config_path
 
 
 def taken(model_id: str, files: list[str]) -> list[str]:
-    patterns = hub_patterns(parse_config_file(REAL_CATALOG / (model_id.replace("/", "__") + ".yaml")))
+    patterns = hub_patterns(parse_config_file(real_config_path(model_id)))
     return [f for f in files if any(fnmatch(f, p) for p in patterns)]  # as huggingface_hub filters
 
 

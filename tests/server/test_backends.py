@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from sie_server.adapters import backends, create_adapter
@@ -14,13 +13,13 @@ from sie_server.adapters.causal_lm import CausalLMAdapter
 from sie_server.adapters.llamacpp import LlamaCppAdapter
 from sie_server.adapters.weights import resolve
 from sie_server.catalog.schema import ModelConfig
-from tests.helpers.catalog import REAL_CATALOG, SMOLLM
+from tests.helpers.catalog import SMOLLM, real_config
 
 SHA = "0" * 40
 
 
 def smollm(**source: Any) -> ModelConfig:
-    data = yaml.safe_load((REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml")).read_text())
+    data = real_config(SMOLLM)
     if source:
         data["source"] = source
     return ModelConfig.model_validate(data)
@@ -62,7 +61,7 @@ def test_fallback_when_only_the_hub_weights_could_serve_it(tmp_path: Path) -> No
     ],
 )
 def test_catalog_refuses_a_llamacpp_profile_it_cannot_serve(change: dict[str, Any], message: str) -> None:
-    data = yaml.safe_load((REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml")).read_text())
+    data = real_config(SMOLLM)
     data.update(change)
     with pytest.raises(ValidationError, match=message):
         ModelConfig.model_validate(data)

