@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.catalog import (
     MINILM,
+    OCR,
     SMOLLM,
     SPLADE_SMALL,
     copy_real,
@@ -86,6 +87,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     copy_real(folder, SMOLLM)
     copy_real(folder, "BAAI/bge-small-en-v1.5")
     copy_real(folder, "cross-encoder/ms-marco-MiniLM-L-6-v2")
+    copy_real(folder, OCR)  # the rapidocr package's PP-OCRv6: real text from images and scanned pages
     return folder
 
 
@@ -130,7 +132,8 @@ def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     # MiniLM must equal sentence-transformers within 1e-5 and batched vectors equal single ones within 1e-6;
     # the catalog's bf16 is tested in test_precision.py
     serving = ["--threads", "2", "--cpu-precision", "fp32"]
-    env = {"HF_HOME": str(logs / "empty-hf-home")}
+    # HOME: ONNX Runtime and the OCR packages write caches under it
+    env = {"HF_HOME": str(logs / "empty-hf-home"), "HOME": str(logs / "home")}
     if TARGET == "gateway":
         yield from _gateway(catalog_dir, logs, limits, serving, env)
         return

@@ -9,6 +9,7 @@
 
 from ._async import SIEAsyncClient
 from ._core import DEFAULT_RETRY, NO_RETRY, USE_CLIENT_DEFAULT, RetryPolicy
+from ._items import from_file
 from ._sync import SIEClient
 from ._version import __version__
 from .errors import (
@@ -33,12 +34,16 @@ from .errors import (
 )
 from .scoring import maxsim
 from .types import (
+    Classification,
+    DetectedObject,
+    DocumentInput,
     EncodeResult,
     Entity,
     ExtractResult,
     GenerateChunk,
     GenerateResult,
     Item,
+    ItemError,
     Message,
     ModelInfo,
     ScoreEntry,
@@ -52,6 +57,9 @@ __all__ = [
     "USE_CLIENT_DEFAULT",
     "APIError",
     "AuthenticationError",
+    "Classification",
+    "DetectedObject",
+    "DocumentInput",
     "EncodeResult",
     "Entity",
     "ExtractResult",
@@ -60,6 +68,7 @@ __all__ = [
     "InferenceError",
     "InvalidInputError",
     "Item",
+    "ItemError",
     "Message",
     "ModelInfo",
     "ModelLoadFailedError",
@@ -83,5 +92,6 @@ __all__ = [
     "ServerError",
     "SparseVector",
     "__version__",
+    "from_file",
     "maxsim",
 ]

@@ -371,7 +371,7 @@ def _model_path(route: str, model: str) -> str:
 
 
 def _labels_or_schema(labels: Sequence[str] | None, schema: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``params.labels`` or ``params.schema``: exactly one, refused here before any request."""
+    """``params.labels`` or ``params.schema``: at most one, refused here before any request."""
     if labels is not None:
         if schema is not None:
             raise ValueError(_LABELS_OR_SCHEMA + ", not both")
@@ -379,7 +379,7 @@ def _labels_or_schema(labels: Sequence[str] | None, schema: Mapping[str, Any] | 
             raise TypeError("labels must be a list of strings, not one string")
         return {"labels": list(labels)}
     if schema is None:
-        raise ValueError(_LABELS_OR_SCHEMA)
+        return {}  # OCR, document and caption models need neither; a text extractor answers that it needs labels
     if not isinstance(schema, Mapping):
         raise TypeError(f"schema must be a mapping, not {type(schema).__name__}")
     if not schema:
@@ -387,7 +387,7 @@ def _labels_or_schema(labels: Sequence[str] | None, schema: Mapping[str, Any] | 
     return {"schema": _plain(schema)}
 
 
-_LABELS_OR_SCHEMA: Final = "extract needs exactly one of labels= (entity types) or schema= (a GLiNER2 schema)"
+_LABELS_OR_SCHEMA: Final = "extract takes labels= (entity types) or schema= (a GLiNER2 schema)"
 
 
 def _plain(value: Any) -> Any:

@@ -7,9 +7,9 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .types import Item
+from .types import DocumentInput, Item
 
 # Leading bytes of the encoded formats we can name without decoding anything.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -42,7 +42,42 @@ def normalize_item(item: Item | str) -> dict[str, Any]:
         if isinstance(images, str | bytes | os.PathLike) or not isinstance(images, Sequence):
             images = [images]
         wire["images"] = [encode_image(image) for image in images]
+    document = wire.get("document")
+    if document is not None:
+        wire["document"] = encode_document(document)
     return wire
+
+
+DOCUMENT_SUFFIXES = {"pdf", "docx", "pptx", "xlsx", "html", "htm", "md", "markdown"}
+IMAGE_SUFFIXES = {"png", "jpg", "jpeg", "gif", "bmp", "webp", "tif", "tiff"}
+
+
+def encode_document(document: Any) -> dict[str, Any]:
+    """``{"data": <bytes>, "format": ...}`` from bytes, a path or that dict itself (the server sniffs the bytes)."""
+    if isinstance(document, Mapping) and "data" in document:
+        return dict(document)
+    if isinstance(document, bytes | bytearray | memoryview):
+        return {"data": bytes(document)}
+    if isinstance(document, str | os.PathLike):
+        path = Path(document)
+        suffix = path.suffix.lower().lstrip(".")
+        wire: dict[str, Any] = {"data": path.read_bytes()}
+        if suffix in DOCUMENT_SUFFIXES:
+            wire["format"] = {"htm": "html", "markdown": "md"}.get(suffix, suffix)
+        return wire
+    raise TypeError(f"a document must be bytes, a file path or {{'data', 'format'}}, not {type(document).__name__}")
+
+
+def from_file(path: str | os.PathLike[str], *, id: str | None = None) -> Item:
+    """An Item for a file: an image (PNG, JPEG, ...) as ``images``, anything else as ``document``."""
+    file = Path(path)
+    data = file.read_bytes()
+    item: Item = {"id": id} if id is not None else {}
+    if file.suffix.lower().lstrip(".") in IMAGE_SUFFIXES:
+        item["images"] = [encode_image(data)]
+    else:
+        item["document"] = cast(DocumentInput, encode_document(file))
+    return item
 
 
 def encode_image(image: Any) -> dict[str, Any]:

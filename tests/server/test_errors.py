@@ -67,7 +67,7 @@ def test_error_is_json_even_when_msgpack_accepted(base_url: str) -> None:
             {"items": [{"text": "x"}], "params": {"options": {"is_query": "yes"}}},
             "is_query must be true or false",
         ),
-        ({"items": [{"text": "x", "images": [{"data": "aGk=", "format": "png"}]}]}, "takes text only"),
+        ({"items": [{"text": "x", "images": [{"data": "aGk=", "format": "png"}]}]}, "has images, but model"),
         ([1, 2], "must be an object"),
     ],
 )

@@ -24,6 +24,12 @@ _FAMILIES: dict[str, tuple[str, str]] = {
     "colpali": ("sie_server.adapters.colpali", "ColPaliAdapter"),
     "gliner": ("sie_server.adapters.gliner", "GlinerAdapter"),
     "gliner2": ("sie_server.adapters.gliner2", "Gliner2Adapter"),
+    "docling": ("sie_server.adapters.documents.docling", "DoclingAdapter"),
+    "rapidocr": ("sie_server.adapters.vision.rapidocr", "RapidOcrAdapter"),
+    "tesseract": ("sie_server.adapters.vision.tesseract", "TesseractAdapter"),
+    "florence2": ("sie_server.adapters.vision.florence2", "Florence2Adapter"),
+    "owlv2": ("sie_server.adapters.vision.owlv2", "Owlv2Adapter"),
+    "grounding_dino": ("sie_server.adapters.vision.grounding_dino", "GroundingDinoAdapter"),
 }
 
 

@@ -14,9 +14,18 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.options import EncodeOptions, EncodeOutput, Entity, ExtractOptions, ScoreOptions, Span
+from sie_server.adapters.options import (
+    DocumentOptions,
+    EncodeOptions,
+    EncodeOutput,
+    Entity,
+    ExtractOptions,
+    MediaOptions,
+    ScoreOptions,
+    Span,
+)
 
-Opts = TypeVar("Opts", EncodeOptions, ScoreOptions, ExtractOptions)
+Opts = TypeVar("Opts", EncodeOptions, ScoreOptions, ExtractOptions, MediaOptions, DocumentOptions)
 
 WARMUP_TEXT = "warm up the kernels " * 4
 

@@ -8,9 +8,10 @@ extractors.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar, Literal, TypedDict, get_args
+from typing import Any, ClassVar, Literal, TypedDict, get_args
 
 import numpy as np
 
@@ -63,7 +64,38 @@ class ExtractOptions:
     schema: str | None = None
 
 
-BatchOptions = EncodeOptions | ScoreOptions | ExtractOptions
+@dataclass(frozen=True, slots=True)
+class MediaOptions:
+    """A batch of pictures for a media extractor (OCR, Florence-2, detectors): the labels to look for
+    (detectors, phrase grounding), the request's threshold, and its ``params.options`` as canonical JSON
+    (a task, box/text thresholds) so that only requests asking the same thing share a batch."""
+
+    task: ClassVar[str] = "extract"
+
+    labels: tuple[str, ...] = ()
+    threshold: float | None = None
+    options: str = "{}"
+
+    @classmethod
+    def of(cls, labels: Iterable[str] | None, threshold: float | None, options: dict[str, Any] | None) -> MediaOptions:
+        return cls(tuple(labels or ()), threshold, json.dumps(options or {}, sort_keys=True, separators=(",", ":")))
+
+    def settings(self) -> dict[str, Any]:
+        """``params.options`` as the request gave them."""
+        found: dict[str, Any] = json.loads(self.options)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentOptions:
+    """A batch of documents for a document parser: the most pages one may have."""
+
+    task: ClassVar[str] = "extract"
+
+    max_pages: int = 1000
+
+
+BatchOptions = EncodeOptions | ScoreOptions | ExtractOptions | MediaOptions | DocumentOptions
 
 
 class EncodeOutput(TypedDict, total=False):

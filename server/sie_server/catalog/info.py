@@ -22,7 +22,7 @@ def catalog_info(config: ModelConfig) -> ModelInfo:
         name=config.id,
         adapter=config.adapter,
         tasks=config.tasks.names(),
-        inputs=["text"],
+        inputs=config.inputs,
         outputs=encode.served_outputs() if encode else [],
         dims=dims,
         score_mode=config.tasks.score.mode if config.tasks.score else None,

@@ -23,7 +23,28 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "gliner": (frozenset({"extract"}), frozenset({"extract"})),
     "gliner2": (frozenset({"extract"}), frozenset({"extract"})),
     "causal_lm": (frozenset({"generate"}), frozenset({"generate"})),
+    # documents and images in (adapters/documents, adapters/vision)
+    "docling": (frozenset({"extract"}), frozenset({"extract"})),
+    "rapidocr": (frozenset({"extract"}), frozenset({"extract"})),
+    "tesseract": (frozenset({"extract"}), frozenset({"extract"})),
+    "florence2": (frozenset({"extract"}), frozenset({"extract"})),
+    "owlv2": (frozenset({"extract"}), frozenset({"extract"})),
+    "grounding_dino": (frozenset({"extract"}), frozenset({"extract"})),
 }
+#: what each family takes besides text ("document": a PDF's pages are rendered for a picture reader)
+MEDIA_INPUTS: dict[str, tuple[str, ...]] = {
+    "clip": ("text", "image"),
+    "colpali": ("text", "image"),
+    "docling": ("document",),
+    "rapidocr": ("image", "document"),
+    "tesseract": ("image", "document"),
+    "florence2": ("image", "document"),
+    "owlv2": ("image", "document"),
+    "grounding_dino": ("image", "document"),
+}
+#: families whose extract reads pictures (adapters/media.py) or whole documents (adapters/documents/parser.py)
+PICTURE_FAMILIES = frozenset({"rapidocr", "tesseract", "florence2", "owlv2", "grounding_dino"})
+DOCUMENT_FAMILIES = frozenset({"docling"})
 SCORE_MODES = {
     "embedding": "bi_encoder",
     "decoder_embedding": "bi_encoder",
@@ -169,6 +190,16 @@ class ScoreTask(Strict):
 class ExtractTask(Strict):
     max_labels: int = Field(default=25, gt=0, description="labels one request may ask for")
     threshold: float = Field(default=0.5, ge=0, le=1, description="default minimum span score")
+    options: dict[str, float | int | str | bool] = Field(
+        default_factory=dict,
+        description="defaults of params.options for this model (a detector's box_threshold and text_threshold, "
+        "Florence-2's task); a request's own options replace them one by one",
+    )
+    ocr_model: str | None = Field(
+        default=None,
+        description="document parsers: the catalog id of the OCR model that reads pages without a text layer",
+    )
+    render_dpi: int = Field(default=200, ge=36, le=600, description="pages rendered for OCR: dots per inch")
 
 
 class GenerateTask(Strict):
@@ -357,8 +388,17 @@ class ModelConfig(Strict):
         return self
 
     @property
+    def inputs(self) -> list[str]:
+        """The kinds of input this model takes, as /v1/models lists them."""
+        return list(MEDIA_INPUTS.get(self.adapter, ("text",)))
+
+    @property
     def accepts_images(self) -> bool:
-        return self.adapter in {"clip", "colpali"}
+        return "image" in self.inputs
+
+    @property
+    def accepts_documents(self) -> bool:
+        return "document" in self.inputs
 
     def profile(self, device_kind: str) -> Profile:
         for kind, profile in self.profiles.items():

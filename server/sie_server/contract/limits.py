@@ -12,6 +12,8 @@ from sie_server.errors import InvalidInput, PayloadTooLarge
 DEFAULT_MAX_ITEMS = 8192
 DEFAULT_MAX_TEXT_BYTES = 256 * 1024
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
+DEFAULT_MAX_IMAGE_PIXELS = 64 * 10**6  # a 600 dpi A4 page is 35 MP
+DEFAULT_MAX_DOCUMENT_PAGES = 1000
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,8 @@ class Limits:
     max_items: int = DEFAULT_MAX_ITEMS
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    max_document_pages: int = DEFAULT_MAX_DOCUMENT_PAGES
 
     def count(self, count: int) -> None:
         if count > self.max_items:
@@ -47,13 +51,22 @@ class Limits:
                 seen[item.id] = i
 
     def item(self, item: ItemIn, where: str, model: ModelConfig) -> None:
-        """One item: a text, or (for image-text models) one image with optional text."""
+        """One item: a text; or, for models that take them, images (one for an image-text encoder) or a document."""
+        takes = ", ".join(model.inputs)
+        if item.document is not None:
+            if not model.accepts_documents:
+                raise InvalidInput(f"{where} has a document, but model {model.id} takes {takes}")
+            if item.images:
+                raise InvalidInput(f"{where} has a document and images; send one kind per item")
+            return
         if item.images:
             if not model.accepts_images:
-                raise InvalidInput(f"{where} has images, but model {model.id} takes text only")
-            if len(item.images) != 1:
+                raise InvalidInput(f"{where} has images, but model {model.id} takes {takes}")
+            if "text" in model.inputs and len(item.images) != 1:  # an image-text encoder: one vector per item
                 raise InvalidInput(f"{where} has {len(item.images)} images; send one image per item")
             return
+        if "text" not in model.inputs:
+            raise InvalidInput(f"{where} has no image or document; model {model.id} takes {takes}")
         if item.text is None:
             raise InvalidInput(f"{where} has no text")
         self.text(item.text, where)

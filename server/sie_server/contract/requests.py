@@ -61,6 +61,15 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _base64(value: Any, what: str) -> Any:
+    if isinstance(value, str):  # JSON carries bytes as base64; msgpack as bin
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{what} data must be base64") from None
+    return value
+
+
 class ImageIn(Wire):
     data: bytes
     format: str | None = None
@@ -68,18 +77,29 @@ class ImageIn(Wire):
     @field_validator("data", mode="before")
     @classmethod
     def _decode(cls, value: Any) -> Any:
-        if isinstance(value, str):  # JSON carries image bytes as base64
-            try:
-                return base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                raise ValueError("image data must be base64") from None
-        return value
+        return _base64(value, "image")
+
+
+class DocumentIn(Wire):
+    """A whole document: ``format`` (pdf, docx, pptx, xlsx, html, md) is a hint; the bytes are sniffed."""
+
+    data: bytes
+    format: str | None = None
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _decode(cls, value: Any) -> Any:
+        return _base64(value, "document")
+
+
+MAX_IMAGES_PER_ITEM = 64
 
 
 class ItemIn(Wire):
     id: str | None = None
     text: str | None = None
-    images: list[ImageIn] | None = None
+    images: list[ImageIn] | None = Field(default=None, max_length=MAX_IMAGES_PER_ITEM)
+    document: DocumentIn | None = None
     metadata: dict[str, Any] | None = None
 
     def id_at(self, index: int) -> str:

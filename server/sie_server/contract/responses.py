@@ -153,13 +153,47 @@ class ScoreResponse(KeepNone):
     truncated_items: list[str]
 
 
+BBOX_DOC = (
+    "[x, y, w, h] in integer pixels: x, y the top-left corner (0, 0 is the top-left pixel), w, h the width "
+    "and height, rounded outwards. Of the image it was found in; for a document page, of the page at 72 dpi "
+    "(PDF points), as data.pages gives each page's size. Null for text input and layout-free formats."
+)
+
+
 class Entity(KeepNone):
     text: str
     label: str
     score: float
-    start: int
-    end: int
-    bbox: list[float] | None = None  # image inputs only
+    start: int | None = Field(description="character offset into the item's text; null for image and page input")
+    end: int | None = Field(description="character offset just past the entity; null for image and page input")
+    bbox: list[int] | None = Field(default=None, description=BBOX_DOC)
+    page: int | None = Field(
+        default=None, description="1-based page of the document, or 1-based image of the item, it was found in"
+    )
+
+
+class Relation(KeepNone):
+    head: str
+    tail: str
+    relation: str
+    score: float
+
+
+class Classification(KeepNone):
+    label: str
+    score: float
+
+
+class DetectedObject(KeepNone):
+    label: str
+    score: float
+    bbox: list[int] = Field(description=BBOX_DOC)
+    page: int | None = Field(default=None, description="1-based page, or image of the item, it was found in")
+
+
+class ItemError(KeepNone):
+    code: str
+    message: str
 
 
 class SchemaSpan(KeepNone):
@@ -194,10 +228,26 @@ class SchemaResult(KeepNone):
 
 
 class ExtractedItem(Sparse):
+    """One item's answer: every list is always present (empty when unused); ``error`` only when this
+    item failed (its neighbours are answered)."""
+
     id: str
     entities: list[Entity]
-    #: only for a request with params.schema (absent otherwise)
-    schema_result: SchemaResult | None = None
+    relations: list[Relation] = Field(default_factory=list)
+    classifications: list[Classification] = Field(default_factory=list)
+    objects: list[DetectedObject] = Field(default_factory=list)
+    data: dict[str, Any] = Field(
+        default_factory=dict,
+        description="documents: markdown, text, pages (each page's size); OCR: text in reading order, pages; "
+        "captions: caption; GLiNER2 schemas: structures and classifications by name",
+    )
+    error: ItemError | None = None
+    #: only for a request with params.schema (absent otherwise); its parts are also in relations,
+    #: classifications and data: an alias kept for one release
+    schema_result: SchemaResult | None = Field(
+        default=None,
+        description="deprecated alias (one release): the same answer is in relations, classifications, data",
+    )
 
 
 class ExtractResponse(KeepNone):

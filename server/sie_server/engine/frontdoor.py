@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sie_server.adapters.options import MediaOptions
 from sie_server.catalog.loader import Catalog
-from sie_server.catalog.schema import ModelConfig
+from sie_server.catalog.schema import DOCUMENT_FAMILIES, PICTURE_FAMILIES, ModelConfig
 from sie_server.contract import models as contract_models
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
@@ -37,15 +38,18 @@ from sie_server.contract.status import StatusReport
 from sie_server.cpu_features import detect
 from sie_server.drain import shutting_down
 from sie_server.engine import service as engine
+from sie_server.engine.document_extract import extract_documents
+from sie_server.engine.extract_answers import media_answer, media_item, schema_answer
 from sie_server.engine.generation import GenerationService, usage
 from sie_server.engine.leftovers import fail_leftovers
 from sie_server.engine.lora_tasks import requested_task
+from sie_server.engine.media_extract import extract_pictures
 from sie_server.engine.model_report import memory_report, model_info
 from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.sequences import SamplingParams, Sequence
 from sie_server.engine.status_report import ServerStatus
-from sie_server.errors import SIEError
+from sie_server.errors import InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.live import LiveStats
 from sie_server.observability.metrics import Metrics
@@ -225,6 +229,8 @@ class EngineFrontDoor:
 
     async def extract(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
         params = request.params
+        if model.adapter in PICTURE_FAMILIES | DOCUMENT_FAMILIES:
+            return await self._extract_media(model, request, call)
         outcome = await self.inference.extract(
             model,
             _inputs(request.items),
@@ -234,15 +240,31 @@ class EngineFrontDoor:
             schema=params.schema_ if params else None,
         )
         schemas = outcome.schema_results
-        items = [
-            ExtractedItem(
-                id=i,
-                entities=[Entity(**e) for e in found],
-                schema_result=SchemaResult.model_validate(schemas[k]) if schemas is not None else None,
-            )
-            for k, (i, found) in enumerate(zip(outcome.ids, outcome.entities, strict=True))
-        ]
+        items = []
+        for k, (i, found) in enumerate(zip(outcome.ids, outcome.entities, strict=True)):
+            item = ExtractedItem(id=i, entities=[Entity(**e) for e in found])
+            if schemas is not None:
+                item = schema_answer(item, SchemaResult.model_validate(schemas[k]))
+            items.append(item)
         return ExtractResponse(model=outcome.model, items=items, timing=_timing(outcome.timing))
+
+    async def _extract_media(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
+        """Images and documents: each item answered, or failed alone with its own error."""
+        params = request.params
+        items = [media_item(item, item.id_at(k)) for k, item in enumerate(request.items)]
+        timing = engine.Timing()
+        if model.adapter in DOCUMENT_FAMILIES:
+            outcomes = await extract_documents(self.inference, self.catalog, model, items, call, self.limits, timing)
+        else:
+            task = model.tasks.extract
+            options = {**(task.options if task else {}), **((params.options if params else None) or {})}
+            labels = params.labels if params else None
+            if labels is not None and task is not None and len(labels) > task.max_labels:
+                raise InvalidInput(f"{len(labels)} labels; model {model.id} takes at most {task.max_labels}")
+            media = MediaOptions.of(labels, params.threshold if params else None, options)
+            outcomes = await extract_pictures(self.inference, model, items, media, call, self.limits, timing)
+        answers = [media_answer(item.id, outcome) for item, outcome in zip(items, outcomes, strict=True)]
+        return ExtractResponse(model=model.id, items=answers, timing=_timing(timing))
 
     async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> LocalStream:
         stop = request.stop

@@ -1,0 +1,118 @@
+"""PP-OCR (detection, angle classification, recognition) through RapidOCR on ONNX Runtime.
+
+The ``rapidocr`` package carries the PP-OCRv6 detection and recognition weights and the angle
+classifier (its ``models`` folder, the config's ``source.package``), so this model runs offline.
+Each picture answers one entity per text line (``label: "line"``, the text, the recogniser's score,
+the pixel box around the detector's quadrilateral) in reading order, and ``data.text``: the lines
+joined by newlines in that order.
+
+ONNX Runtime runs with as many intra-op threads as torch has (the server's ``--threads``), one
+inter-op thread, and its workers do not spin between kernels, so they do not take cores from the
+torch models beside it.
+
+Options (``params.options``): ``text_score`` (lowest recognition score kept; default the request's
+``threshold``, then the config's), ``box_thresh`` (lowest detection score of a text box).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sie_server.adapters.base import Tokens
+from sie_server.adapters.media import Found, MediaExtractor, Picture, line_entity, polygon_box, reading_order
+from sie_server.adapters.options import MediaOptions
+from sie_server.errors import InvalidInput
+
+OPTIONS = frozenset({"text_score", "box_thresh"})
+
+
+def ort_threads() -> int:
+    """The server's compute threads (``--threads`` sets torch's): ONNX Runtime gets as many."""
+    import torch
+
+    return max(1, int(torch.get_num_threads()))
+
+
+class RapidOcrAdapter(MediaExtractor):
+    backend = "onnxruntime"
+    option_names = OPTIONS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.engine: Any = None
+        self._bytes = 0
+
+    def load(self, weights: Path) -> None:
+        from rapidocr import RapidOCR
+
+        threads = ort_threads()
+        self.engine = RapidOCR(
+            params={
+                "Global.log_level": "warning",
+                "Global.model_root_dir": str(weights),
+                "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+                "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+            }
+        )
+        # the sessions load on first use: load them now, so a load's cost and failures show at load
+        self.engine._load_det_model()
+        self.engine._load_cls_model()
+        self.engine._load_rec_model()
+        for stage in (self.engine.text_det, self.engine.text_cls, self.engine.text_rec):
+            _no_spinning(stage)
+        self._bytes = sum(p.stat().st_size for p in weights.glob("*.onnx"))
+
+    def unload(self) -> None:
+        self.engine = None
+
+    def resident_bytes(self) -> int:
+        return self._bytes if self.engine is not None else 0
+
+    def check(self, options: MediaOptions) -> None:
+        settings = options.settings()
+        unknown = sorted(set(settings) - OPTIONS)
+        if unknown:
+            raise InvalidInput(f"unknown option {unknown[0]!r} for an OCR model; it takes {sorted(OPTIONS)}")
+        for name, value in settings.items():
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+                raise InvalidInput(f"params.options.{name} must be a number from 0 to 1")
+
+    def run(self, batch: list[Tokens], options: MediaOptions) -> list[Found]:
+        settings = options.settings()
+        text_score = settings.get("text_score", options.threshold)
+        if text_score is None:
+            text_score = self.config.tasks.extract.threshold if self.config.tasks.extract else 0.5
+        box_thresh = settings.get("box_thresh")
+        return [self._read(t.data, float(text_score), box_thresh) for t in batch]
+
+    def _read(self, picture: Picture, text_score: float, box_thresh: float | None) -> Found:
+        width, height = picture.size
+        bgr = np.ascontiguousarray(np.asarray(picture.image)[:, :, ::-1])
+        out = self.engine(bgr, text_score=text_score, box_thresh=box_thresh)
+        if out.boxes is None or out.txts is None or out.scores is None:
+            return Found(data={"text": ""})
+        lines = [
+            line_entity(text, float(score), polygon_box(box, width, height), picture.page)
+            for box, text, score in zip(out.boxes, out.txts, out.scores, strict=True)
+            if text.strip()
+        ]
+        lines = reading_order(lines)
+        return Found(entities=lines, data={"text": "\n".join(e["text"] for e in lines)})
+
+
+def _no_spinning(stage: Any) -> None:
+    """Rebuild a stage's ONNX session with spinning off (RapidOCR's config has no key for it)."""
+    from onnxruntime import InferenceSession
+
+    session = getattr(getattr(stage, "session", None), "session", None)
+    if not isinstance(session, InferenceSession):
+        return
+    options = session.get_session_options()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    stage.session.session = InferenceSession(
+        session._model_path, sess_options=options, providers=session.get_providers()
+    )

@@ -1,0 +1,130 @@
+"""Extract from whole documents: screened, parsed by a document parser on the shared queue, and the
+pages without a text layer rendered and read by the OCR model the parser's config names.
+
+An answer's ``data`` holds ``markdown``, ``text`` and ``pages`` (each page's size); its ``entities``
+are the document's text blocks (and, for scanned pages, the OCR model's lines) with ``page`` and
+``bbox`` in the page's pixels at 72 dpi (PDF points), or no ``bbox`` for formats without a layout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from sie_server.adapters.documents.parser import Document, ParsedDocument, document_tokens
+from sie_server.adapters.media import Found, MediaExtractor, Picture, picture_tokens
+from sie_server.adapters.options import DocumentOptions, MediaOptions
+from sie_server.catalog.loader import Catalog
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.limits import Limits
+from sie_server.engine.media_extract import POINTS_PER_INCH, MediaItem, Outcome, Queue, Timing, run_each, scaled
+from sie_server.errors import InvalidInput, ModelNotFound, SIEError
+
+
+async def extract_documents(
+    service: Queue,
+    catalog: Catalog,
+    model: ModelConfig,
+    items: list[MediaItem],
+    call: CallOptions,
+    limits: Limits,
+    timing: Timing,
+) -> list[Outcome]:
+    """Each item's parsed document, or its own error."""
+    started = time.perf_counter()
+    screened = await asyncio.gather(*(_screen(item, f"items[{k}]", limits) for k, item in enumerate(items)))
+    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    documents = [(k, d) for k, d in enumerate(screened) if isinstance(d, Document)]
+    options = DocumentOptions(max_pages=limits.max_document_pages)
+    parsed = await run_each(service, model, [document_tokens(d) for _, d in documents], options, call, timing)
+    outcomes: list[Outcome] = [d if isinstance(d, SIEError) else Found() for d in screened]
+    scans: list[tuple[int, Document, ParsedDocument]] = []
+    for (k, document), answer in zip(documents, parsed, strict=True):
+        if isinstance(answer, SIEError):
+            outcomes[k] = answer
+            continue
+        outcomes[k] = _found(answer)
+        if answer.scanned:
+            scans.append((k, document, answer))
+    if scans:
+        ocr = _ocr_model(catalog, model)
+        read = await asyncio.gather(
+            *(_read_scans(service, ocr, document, answer, call, limits, timing) for _, document, answer in scans)
+        )
+        for (k, _, answer), pages in zip(scans, read, strict=True):
+            outcomes[k] = pages if isinstance(pages, SIEError) else _found(answer, pages)
+    return outcomes
+
+
+async def _screen(item: MediaItem, where: str, limits: Limits) -> Document | SIEError:
+    from sie_server.engine.document_inputs import screen
+
+    if item.document is None:
+        return InvalidInput(f"{where} has no document")
+    try:
+        return await asyncio.to_thread(
+            screen, item.document, item.document_format, max_pages=limits.max_document_pages, index_name=where
+        )
+    except SIEError as exc:
+        return exc
+
+
+def _ocr_model(catalog: Catalog, model: ModelConfig) -> ModelConfig:
+    name = model.tasks.extract.ocr_model if model.tasks.extract else None
+    if name is None:
+        raise InvalidInput(f"model {model.id} names no OCR model (tasks.extract.ocr_model) for pages without text")
+    ocr = catalog.get(name)
+    if ocr is None:
+        raise ModelNotFound(f"model {model.id} reads scanned pages with {name}, which is not in the catalog")
+    return ocr
+
+
+async def _read_scans(
+    service: Queue,
+    ocr: ModelConfig,
+    document: Document,
+    parsed: ParsedDocument,
+    call: CallOptions,
+    limits: Limits,
+    timing: Timing,
+) -> dict[int, Found] | SIEError:
+    """The OCR model's answer for each scanned page, its boxes in page points."""
+    from sie_server.engine.document_inputs import render_pages
+
+    adapter = await service.pool.acquire(ocr, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
+    if not isinstance(adapter, MediaExtractor):
+        raise InvalidInput(f"OCR model {ocr.id} does not read images (its adapter is {ocr.adapter})")
+    dpi = ocr.tasks.extract.render_dpi if ocr.tasks.extract else 200
+    try:
+        images = await asyncio.to_thread(render_pages, document.data, parsed.scanned, dpi, limits.max_image_pixels)
+    except SIEError as exc:
+        return exc
+    pictures = [Picture(image, page) for image, page in zip(images, parsed.scanned, strict=True)]
+    answers = await run_each(
+        service, ocr, [picture_tokens(p) for p in pictures], MediaOptions.of(None, None, None), call, timing
+    )
+    scale = POINTS_PER_INCH / dpi
+    pages: dict[int, Found] = {}
+    for picture, answer in zip(pictures, answers, strict=True):
+        if isinstance(answer, SIEError):
+            return answer
+        for entity in answer.entities:
+            entity["bbox"] = scaled(entity["bbox"], scale)
+        pages[picture.page or 0] = answer
+    return pages
+
+
+def _found(parsed: ParsedDocument, scans: dict[int, Found] | None = None) -> Found:
+    """The parser's answer, with each scanned page's OCR text put in page order."""
+    entities = list(parsed.entities)
+    markdown, text = parsed.markdown, parsed.text
+    for _, found in sorted((scans or {}).items()):
+        entities += found.entities
+        page_text = str(found.data.get("text", ""))
+        if page_text:
+            markdown = f"{markdown}\n\n{page_text}".strip()
+            text = f"{text}\n\n{page_text}".strip()
+    entities.sort(key=lambda e: e["page"] or 0)  # stable: each page's blocks keep their reading order
+    pages = [{"page": p.page, "width": p.width, "height": p.height} for p in parsed.pages]
+    return Found(entities=entities, data={"markdown": markdown, "text": text, "pages": pages})
