@@ -99,9 +99,19 @@ promtool:
 	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1)) \
 	  || echo "warning: could not install prometheus (promtool); the alert rules' promtool tests will be skipped"; fi
 
+# Tesseract, the second OCR engine (adapter tesseract; tests/server/test_media_extract.py and the catalog test):
+# Debian's tesseract-ocr with its English data, installed when /usr/bin/tesseract is missing and apt-get is there
+.PHONY: tesseract
+tesseract:
+	@if [ -x /usr/bin/tesseract ] || ! command -v apt-get >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" != 0 ]; then echo "warning: /usr/bin/tesseract is missing (run: sudo apt-get install -y tesseract-ocr)"; \
+	else (apt-get install -y -q --no-install-recommends tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1 \
+	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1)) \
+	  || echo "warning: could not install tesseract-ocr; its tests will fail"; fi
+
 ## make test: install the test dependencies, lint, type-check and run the test suite; then run the
 ## tests that talk to the shared server again, unchanged, against a gateway + queue worker
-test: install-dev compat-venv shellcheck checkov-venv promtool lint
+test: install-dev compat-venv shellcheck checkov-venv promtool tesseract lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 

@@ -12,6 +12,7 @@ from tests.helpers.catalog import (
     MINILM,
     OCR,
     SMOLLM,
+    TESSERACT,
     SPLADE_SMALL,
     copy_real,
     tiny_bge_m3,
@@ -88,6 +89,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     copy_real(folder, "BAAI/bge-small-en-v1.5")
     copy_real(folder, "cross-encoder/ms-marco-MiniLM-L-6-v2")
     copy_real(folder, OCR)  # the rapidocr package's PP-OCRv6: real text from images and scanned pages
+    copy_real(folder, TESSERACT)  # Debian's tesseract-ocr (make test installs it)
     return folder
 
 

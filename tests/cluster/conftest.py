@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
+from tests.helpers.catalog import OCR, copy_real, tiny_embedder, tiny_llm, write_config
 from tests.helpers.cluster import Nats
 
 FAULTS = "tests.helpers.fault_adapters"
@@ -23,6 +23,7 @@ def cluster_catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[
     )
     write_config(folder, {**tiny_llm("test/endless", tiny_models["llm"]), "adapter": f"{FAULTS}:EndlessSlowLM"})
     write_config(folder, {**tiny_embedder("test/slow-load", tiny_models["embedder"]), "adapter": f"{FAULTS}:SlowLoad"})
+    copy_real(folder, OCR)
     return folder
 
 

@@ -48,3 +48,24 @@ def png_declaring(width: int, height: int) -> bytes:
     return (
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
     )
+
+
+def with_attachment(pdf: bytes, size: int) -> bytes:
+    """The same PDF carrying ``size`` random bytes as an embedded file: as large as wanted, pages unchanged."""
+    import ctypes
+    import os
+
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as raw
+
+    document = pdfium.PdfDocument(pdf)
+    name = "filler.bin"
+    wide = (ctypes.c_ushort * (len(name) + 1))(*[ord(c) for c in name], 0)  # FPDF_WIDESTRING: UTF-16
+    attachment = raw.FPDFDoc_AddAttachment(document.raw, wide)
+    filler = ctypes.create_string_buffer(os.urandom(size), size)
+    if not raw.FPDFAttachment_SetFile(attachment, document.raw, filler, size):
+        raise RuntimeError("pdfium refused the attachment")
+    out = io.BytesIO()
+    document.save(out)
+    document.close()
+    return out.getvalue()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from sie_sdk import SIEClient, from_file
-from tests.helpers.catalog import MINILM, OCR
+from tests.helpers.catalog import MINILM, OCR, TESSERACT
 from tests.helpers.documents import INVOICE_LINES, png, png_declaring, scanned_pdf, text_image
 
 EXTRACT = f"/v1/extract/{OCR}"
@@ -129,3 +129,18 @@ def test_models_list_exactly_the_inputs_each_takes(base_url: str) -> None:
     assert models[OCR]["inputs"] == ["image", "document"]
     assert models[MINILM]["inputs"] == ["text"]
     assert models["test/tiny-clip"]["inputs"] == ["text", "image"]
+
+
+def test_tesseract_reads_the_same_invoice_and_takes_its_language_option(base_url: str) -> None:
+    image = png(text_image(INVOICE_LINES))
+    with SIEClient(base_url, timeout=120) as client:
+        result = client.extract(TESSERACT, {"images": [image]}, options={"lang": "eng", "psm": 3})
+        assert [e["text"] for e in result["entities"]] == INVOICE_LINES
+        assert all(e["label"] == "line" and 0 < e["score"] <= 1 and len(e["bbox"]) == 4 for e in result["entities"])
+        r = httpx.post(
+            f"{base_url}/v1/extract/{TESSERACT}",
+            json={"items": [{"images": [{"data": b64(image)}]}], "params": {"options": {"lang": "klingon"}}},
+            timeout=60,
+        )
+    assert r.status_code == 400
+    assert "no trained data for 'klingon' here" in r.json()["detail"]["message"]
