@@ -1,6 +1,6 @@
 """Run with the published `sie-sdk` 0.10.1 (Python 3.12) against a running server: prints one JSON report.
 
-Usage: python published_sdk_check.py BASE_URL EMBED_MODEL RERANK_MODEL
+Usage: python published_sdk_check.py BASE_URL EMBED_MODEL RERANK_MODEL [OCR_MODEL PNG_PATH PDF_PATH]
 """
 
 import json
@@ -12,6 +12,7 @@ from sie_sdk import SIEClient
 from sie_sdk.types import Item
 
 base_url, embed_model, rerank_model = sys.argv[1:4]
+media = sys.argv[4:7]
 report = {}
 with SIEClient(base_url, timeout_s=120) as client:
     one = client.encode(embed_model, Item(text="hello"))
@@ -48,4 +49,14 @@ with SIEClient(base_url, timeout_s=120) as client:
             getattr(exc, "code", None),
             getattr(exc, "status_code", None),
         ]
+    if media:  # extract from an image and a document, as the published SDK sends them
+        ocr_model, png_path, pdf_path = media
+        image = client.extract(ocr_model, Item(id="img", images=[png_path]))
+        document = client.extract(ocr_model, Item(id="doc", document=pdf_path))
+        for name, result in (("image", image), ("document", document)):
+            report[f"{name}_id"] = result.get("id")
+            report[f"{name}_lines"] = [e["text"] for e in result["entities"]]
+            report[f"{name}_boxes"] = [e["bbox"] for e in result["entities"]]
+            report[f"{name}_keys"] = sorted(k for k in result if k not in ("model", "request", "timing"))
+        report["document_text"] = document["data"].get("text")
 print(json.dumps(report))

@@ -12,16 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.catalog import MINILM, REPO
+from tests.helpers.catalog import MINILM, OCR, REPO
+from tests.helpers.documents import INVOICE_LINES, png, scanned_pdf, text_image
 
 COMPAT_PYTHON = REPO / ".venv-compat" / "bin" / "python"
 SCRIPT = Path(__file__).with_name("published_sdk_check.py")
 
 
 @pytest.mark.skipif(not COMPAT_PYTHON.exists(), reason="no .venv-compat with sie-sdk 0.10.1 (make test creates it)")
-def test_published_sdk_0_10_1(base_url: str) -> None:
+def test_published_sdk_0_10_1(base_url: str, tmp_path: Path) -> None:
+    image, scan = tmp_path / "invoice.png", tmp_path / "scan.pdf"
+    image.write_bytes(png(text_image(INVOICE_LINES)))
+    scan.write_bytes(scanned_pdf([text_image(INVOICE_LINES, size=48)]))
     run = subprocess.run(
-        [str(COMPAT_PYTHON), str(SCRIPT), base_url, MINILM, "test/tiny-reranker"],
+        [str(COMPAT_PYTHON), str(SCRIPT), base_url, MINILM, "test/tiny-reranker", OCR, str(image), str(scan)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -37,3 +41,11 @@ def test_published_sdk_0_10_1(base_url: str) -> None:
     assert report["get_model_dims"] == {"dense": 384}
     assert report["not_found"] == ["RequestError", "MODEL_NOT_FOUND", 404]
     assert report["empty_items"] == ["RequestError", "INVALID_INPUT", 400]
+    # extract from an image and a scanned PDF: the same lines, with pixel boxes, every list present
+    assert report["image_id"] == "img" and report["document_id"] == "doc"
+    assert report["image_lines"] == report["document_lines"] == INVOICE_LINES
+    assert report["document_text"] == "\n".join(INVOICE_LINES)
+    for boxes in (report["image_boxes"], report["document_boxes"]):
+        assert all(len(box) == 4 and all(isinstance(v, int) and v >= 0 for v in box) for box in boxes)
+    for kind in ("image", "document"):
+        assert report[f"{kind}_keys"] == ["classifications", "data", "entities", "id", "objects", "relations"]
