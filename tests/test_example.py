@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from tests.helpers.catalog import REPO
 
@@ -27,3 +30,28 @@ def test_invoice_pipeline_offline(base_url: str) -> None:
     assert "extract with urchade/gliner_multi-v2.1" in run.stderr
     answer = next(line for line in run.stdout.splitlines() if line.startswith("4. generate:"))
     assert "skipped" not in answer and len(answer) > len("4. generate: ")
+
+
+@pytest.mark.parametrize("sample", ["invoice_scan.png", "invoice_scan.pdf"])
+def test_invoice_pipeline_starts_from_a_scanned_invoice(base_url: str, tmp_path: Path, sample: str) -> None:
+    made = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "make_invoice_samples.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    run = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "invoice_pipeline.py"), "--from", str(tmp_path / sample)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SIE_URL": base_url},
+    )
+    assert "Traceback" not in run.stderr, run.stderr
+    parsed = next(line for line in run.stdout.splitlines() if line.startswith("0. parse   : RapidAI/PP-OCRv6"))
+    assert parsed.endswith(
+        "ACME CORP | Invoice INV-2024-0117 | 12 hours of consulting | Total due 4,250.00 EUR | Due by 31 March 2024"
+    )
+    # the parsed page is the passage the question finds first
+    assert "best    : ACME CORP Invoice INV-2024-0117 12 hours of consulting Total due 4,250.00 EUR" in run.stdout
