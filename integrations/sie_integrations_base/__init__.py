@@ -14,15 +14,20 @@ from ._backend import (
     model_served,
     resolve_base_url,
 )
+from ._documents import ParsedFile, aparse_file, parse_file, parse_result
 from ._vectorizer import SparseDict, VectorizerCore
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TIMEOUT_S",
+    "ParsedFile",
     "SIEBackend",
     "SparseDict",
     "VectorizerCore",
+    "aparse_file",
     "chunked",
     "model_served",
+    "parse_file",
+    "parse_result",
     "resolve_base_url",
 ]

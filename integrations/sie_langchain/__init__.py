@@ -1,4 +1,4 @@
-"""LangChain adapter for SIE: embeddings, a reranker, a chat model and a completion LLM.
+"""LangChain adapter for SIE: embeddings, a reranker, a chat model, a completion LLM and a document loader.
 
 >>> from sie_langchain import SIEEmbeddings, SIEReranker, SIEChatModel
 >>> embeddings = SIEEmbeddings(model="sentence-transformers/all-MiniLM-L6-v2")
@@ -10,6 +10,7 @@ langchain-core has no sparse-embeddings interface, so there is no sparse class h
 
 from ._chat import SIELLM, SIEChatModel, to_sie_messages
 from ._embeddings import SIEEmbeddings
+from ._loader import SIEDocumentLoader
 from ._rerank import SIEReranker
 
-__all__ = ["SIELLM", "SIEChatModel", "SIEEmbeddings", "SIEReranker", "to_sie_messages"]
+__all__ = ["SIELLM", "SIEChatModel", "SIEDocumentLoader", "SIEEmbeddings", "SIEReranker", "to_sie_messages"]
