@@ -52,7 +52,7 @@ async def test_the_langchain_loader_by_page_sync_and_async(base_url: str, files:
 
 
 def test_a_file_the_server_cannot_open_raises_naming_it(base_url: str, files: dict[str, Path]) -> None:
-    with pytest.raises(InvalidInputError, match="broken.pdf"):
+    with pytest.raises(InvalidInputError, match=r"broken\.pdf"):
         SIEDocumentLoader(files["bad"], model=OCR, base_url=base_url).load()
     with pytest.raises(ValueError, match="mode must be"):
         SIEDocumentLoader(files["png"], model=OCR, mode="chapters")  # type: ignore[arg-type]
