@@ -32,6 +32,25 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+FLAGS_SHOWN = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "avx_vnni", "fma", "f16c")
+
+
+def cpu_flags() -> str:
+    """The CPU flags that decide kernel speed here (of ``FLAGS_SHOWN``), as /proc/cpuinfo lists them."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return " ".join(f for f in FLAGS_SHOWN if f in have)
+    except OSError:
+        pass
+    return "?"
+
+
+def cpu_flags_line() -> str:
+    return f"CPU flags (of {', '.join(FLAGS_SHOWN)}): {cpu_flags() or 'none'}"
+
+
 def machine_line(threads: int) -> str:
     import torch
 

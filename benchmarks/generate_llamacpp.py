@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import httpx
 
-from benchmarks._common import Meter, cpu_model, proc_status_kib, wait_quiet
+from benchmarks._common import Meter, cpu_flags, cpu_model, proc_status_kib, wait_quiet
 from benchmarks.generate_cpu import PROMPTS, TORCH_ID, torch_catalog
 from tests.helpers.catalog import SMOLLM, copy_real, real_config, write_config
 from tests.helpers.server import ServerProcess
@@ -60,15 +60,6 @@ def requantize(target: Path, ftype: int, threads: int) -> None:
     status = llama_cpp.llama_model_quantize(str(gguf_path()).encode(), str(target).encode(), ctypes.byref(params))
     if status != 0:
         raise RuntimeError(f"llama_model_quantize returned {status}")
-
-
-def cpu_flags() -> str:
-    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "avx_vnni", "fma", "f16c")
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            have = set(line.split(":", 1)[1].split())
-            return " ".join(f for f in wanted if f in have)
-    return "?"
 
 
 # ----- the server ---------------------------------------------------------------------------------

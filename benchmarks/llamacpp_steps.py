@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._common import cpu_model, wait_quiet
+from benchmarks._common import cpu_flags, cpu_model, wait_quiet
 from benchmarks.generate_cpu import PROMPTS
-from benchmarks.generate_llamacpp import GGUF, QUANTIZED, cpu_flags, gguf_path, requantize
+from benchmarks.generate_llamacpp import GGUF, QUANTIZED, gguf_path, requantize
 
 
 def measure(folder: Path, file: str, streams: int, steps: int) -> dict[int, tuple[float, int, float]]:
