@@ -19,6 +19,7 @@ from tests.helpers.catalog import (
     tiny_clip,
     tiny_colbert,
     tiny_cross_encoder,
+    tiny_detector,
     tiny_embedder,
     tiny_gliner,
     tiny_llm,
@@ -28,6 +29,7 @@ from tests.helpers.catalog import (
 from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.server import ServerProcess
 from tests.helpers.skip_budget import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 - the skip budget
+from tests.helpers.tiny_detectors import build_owlv2
 from tests.helpers.tiny_models import (
     build_bert_embedder,
     build_cross_encoder,
@@ -59,6 +61,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "bge_m3": build_tiny_bge_m3(root / "tiny-bge-m3"),
         "clip": build_tiny_clip(root / "tiny-clip"),
         "gliner": build_tiny_gliner(root / "tiny-gliner", backbone=root / "bert-embedder"),
+        "owlv2": build_owlv2(root / "tiny-owlv2"),
     }
 
 
@@ -81,6 +84,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_gliner("test/tiny-gliner", tiny_models["gliner"]))
     write_config(folder, tiny_bge_m3("test/tiny-bge-m3", tiny_models["bge_m3"], vocab=TINY_VOCAB))
     write_config(folder, tiny_clip("test/tiny-clip", tiny_models["clip"]))
+    write_config(folder, tiny_detector("test/tiny-owlv2", tiny_models["owlv2"]))
     real_splade = tiny_splade(SPLADE_SMALL, tiny_models["splade"], vocab=30522, max_len=256)
     real_splade["source"] = {"package": "cognition", "package_subdir": "model"}
     write_config(folder, real_splade)

@@ -134,6 +134,19 @@ def tiny_clip(model_id: str, path: Path, dim: int = 16) -> dict[str, Any]:
     }
 
 
+def tiny_detector(model_id: str, path: Path) -> dict[str, Any]:
+    """A tiny OWLv2 (tests/helpers/tiny_detectors.build_owlv2): labels in, objects with pixel boxes out."""
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": "owlv2",
+        "architecture": {"model_type": "owlv2", "hidden_size": 32},
+        "tasks": {"extract": {"threshold": 0.1, "options": {"score_threshold": 0.1}}},
+        "max_sequence_length": 16,
+        "profiles": CPU_PROFILE,
+    }
+
+
 def copy_real(folder: Path, model_id: str) -> Path:
     source = real_config_path(model_id)
     return Path(shutil.copy(source, folder / source.name))

@@ -13,6 +13,7 @@ from tests.helpers.catalog import MINILM, OCR, TESSERACT
 from tests.helpers.documents import INVOICE_LINES, png, png_declaring, scanned_pdf, text_image
 
 EXTRACT = f"/v1/extract/{OCR}"
+OWL = "/v1/extract/test/tiny-owlv2"
 
 
 def b64(data: bytes) -> str:
@@ -144,3 +145,19 @@ def test_tesseract_reads_the_same_invoice_and_takes_its_language_option(base_url
         )
     assert r.status_code == 400
     assert "no trained data for 'klingon' here" in r.json()["detail"]["message"]
+
+
+def test_a_detector_answers_objects_with_pixel_boxes_and_thresholds_decide_how_many(base_url: str) -> None:
+    image = text_image(["cat"], size=30)  # not square: boxes come back in this picture's pixels
+    body = {"items": [{"images": [{"data": b64(png(image))}]}], "params": {"labels": ["cat", "dog"]}}
+    kept_all = post(base_url, {**body, "params": {**body["params"], "options": {"score_threshold": 0.0}}}, OWL)
+    kept_none = post(base_url, {**body, "params": {**body["params"], "options": {"score_threshold": 1.0}}}, OWL)
+    (every,) = kept_all.json()["items"]
+    assert every["objects"] and kept_none.json()["items"][0]["objects"] == []
+    for found in every["objects"]:
+        assert found["label"] in {"cat", "dog"} and found["page"] == 1
+        x, y, w, h = found["bbox"]
+        assert all(isinstance(v, int) for v in found["bbox"])
+        assert 0 <= x <= x + w <= image.width and 0 <= y <= y + h <= image.height
+    r = post(base_url, {"items": body["items"]}, OWL)  # no labels: nothing to look for
+    assert r.status_code == 400 and "params.labels" in r.json()["detail"]["message"]
