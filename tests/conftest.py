@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.catalog import (
+    DOCLING,
     MINILM,
     OCR,
     SMOLLM,
@@ -42,6 +43,7 @@ from tests.helpers.tiny_models import (
 )
 from tests.helpers.tiny_models import vocabulary as tiny_vocab
 
+SLOW_PICTURES = "tests.helpers.fault_adapters:SlowPictures"
 # Limits the shared test server runs with, so error tests can cross them cheaply.
 MAX_TEXT_BYTES = 4096
 MAX_BODY_BYTES = 256 * 1024
@@ -85,6 +87,9 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_bge_m3("test/tiny-bge-m3", tiny_models["bge_m3"], vocab=TINY_VOCAB))
     write_config(folder, tiny_clip("test/tiny-clip", tiny_models["clip"]))
     write_config(folder, tiny_detector("test/tiny-owlv2", tiny_models["owlv2"]))
+    slow = {**tiny_detector("test/slow-pictures", tiny_models["owlv2"]), "adapter": SLOW_PICTURES, "inputs": ["image"]}
+    slow["profiles"] = {"cpu": {"max_batch_tokens": 64}, "cuda": {"max_batch_tokens": 64}}  # one big picture a batch
+    write_config(folder, slow)
     real_splade = tiny_splade(SPLADE_SMALL, tiny_models["splade"], vocab=30522, max_len=256)
     real_splade["source"] = {"package": "cognition", "package_subdir": "model"}
     write_config(folder, real_splade)
@@ -94,6 +99,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     copy_real(folder, "cross-encoder/ms-marco-MiniLM-L-6-v2")
     copy_real(folder, OCR)  # the rapidocr package's PP-OCRv6: real text from images and scanned pages
     copy_real(folder, TESSERACT)  # Debian's tesseract-ocr (make test installs it)
+    copy_real(folder, DOCLING)  # docling's model-free pipelines; scanned pages go to the OCR model
     return folder
 
 

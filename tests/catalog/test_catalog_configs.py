@@ -22,6 +22,8 @@ from sie_server.catalog.loader import Catalog, parse_config_file
 from sie_server.catalog.schema import ModelConfig
 from tests.helpers.catalog import REAL_CATALOG
 from tests.helpers.tiny_architectures import SUPPORTED, Spec, build, spec_for
+from tests.helpers.tiny_detectors import check_detector
+from tests.helpers.tiny_florence2 import check_florence2
 
 FILES = sorted(REAL_CATALOG.glob("*.yaml"))
 TEXTS = ["the invoice total is due", "hello world, a short test passage."]
@@ -282,7 +284,38 @@ def check_causal_lm(adapter: Any, config: ModelConfig) -> None:
     assert tuple(step.shape) == (2, vocab) and bool(step.isfinite().all())
 
 
+def check_ocr(adapter: Any, config: ModelConfig) -> None:
+    """The packaged PP-OCR reads a rendered line; each line has a box inside the picture."""
+    from sie_server.adapters.media import Picture, picture_tokens
+    from sie_server.adapters.options import MediaOptions
+    from tests.helpers.documents import text_image
+
+    image = text_image(["Invoice 42"])
+    (found,) = adapter.run([picture_tokens(Picture(image))], MediaOptions.of(None, None, None))
+    assert found.data["text"] == "Invoice 42"
+    (line,) = found.entities
+    x, y, w, h = line["bbox"]
+    assert 0 <= x < x + w <= image.width and 0 <= y < y + h <= image.height
+
+
+def check_docling(adapter: Any, config: ModelConfig) -> None:
+    """A document in, its blocks out; the OCR model that reads its scanned pages is in the catalog."""
+    from sie_server.adapters.documents.parser import Document, document_tokens
+    from sie_server.adapters.options import DocumentOptions
+
+    [parsed] = adapter.run([document_tokens(Document(b"# Invoice\n\nTotal 42.00", "md"))], DocumentOptions())
+    assert [(e["text"], e["label"]) for e in parsed.entities] == [("Invoice", "heading"), ("Total 42.00", "paragraph")]
+    assert config.tasks.extract is not None
+    assert config.tasks.extract.ocr_model in {load(path).id for path in FILES}
+
+
 CHECKS: dict[str, Callable[[Any, ModelConfig], None]] = {
+    "florence2": check_florence2,
+    "docling": check_docling,
+    "owlv2": check_detector,
+    "grounding_dino": check_detector,
+    "rapidocr": check_ocr,
+    "tesseract": check_ocr,
     "embedding": check_embedding,
     "decoder_embedding": check_decoder_embedding,
     "llm_reranker": check_llm_reranker,

