@@ -74,7 +74,7 @@ def c_like_batches(
 def forward_alone(texts: list[str], clients: int) -> ForwardAlone:
     """Run the corpus as C-like batches through the server's MiniLM adapter in this process."""
     from sie_server.adapters import create_adapter
-    from sie_server.adapters.options import EncodeOptions
+    from sie_server.adapters.runtime.options import EncodeOptions
     from sie_server.catalog.loader import Catalog
 
     config = Catalog(REAL_CATALOG, {MINILM}).get(MINILM)

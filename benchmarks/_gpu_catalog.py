@@ -50,7 +50,7 @@ def find_reranker() -> tuple[Reranker | None, str]:
     local = os.environ.get("SIE_RERANKER_DIR")
     if local and (Path(local) / "config.json").is_file():
         return Reranker(RERANKERS[0], "SIE_RERANKER_DIR", local), f"reranker from SIE_RERANKER_DIR={local}"
-    from sie_server.adapters.weights import locate_offline
+    from sie_server.adapters.runtime.weights import locate_offline
     from sie_server.catalog.schema import ModelConfig
 
     for model_id in RERANKERS:

@@ -126,7 +126,7 @@ def main() -> None:
                 f"cold first request {cold:.2f}s (load {info['load_seconds']:.2f}s from {info['weights_source']}); "
                 f"answer: {first.json()['text']!r}"
             )
-            from sie_server.adapters.gguf import cache_root
+            from sie_server.adapters.runtime.gguf import cache_root
 
             base = Baseline(next((cache_root() / "gguf").glob("SmolLM2-135M-Instruct*")), args.threads)
             meter = Meter(server.proc.pid)

@@ -128,7 +128,7 @@ def config(model_id: str, folder: Path) -> Any:
 
 def weights(model_id: str, folder: Path, cuda: bool = False) -> Path:
     """The folder the server loads (the same resolution; with ``cuda``, the cuda profile's)."""
-    from sie_server.adapters.weights import resolve
+    from sie_server.adapters.runtime.weights import resolve
 
     cfg = config(model_id, folder)
     return Path(resolve(cfg, offline=False, profile=cfg.profiles["cuda"] if cuda else None).path)

@@ -25,7 +25,7 @@ from benchmarks.generate_llamacpp import GGUF, QUANTIZED, gguf_path, requantize
 
 def measure(folder: Path, file: str, streams: int, steps: int) -> dict[int, tuple[float, int, float]]:
     """sequences -> (prefill seconds, prompt tokens, median decode-step seconds)."""
-    from sie_server.adapters.llamacpp import LlamaCppAdapter
+    from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
     from sie_server.catalog.loader import parse_config_file
     from tests.helpers.catalog import SMOLLM, real_config_path
 

@@ -58,8 +58,8 @@ def bare_engine(threads: int) -> Any:
 
 
 def run_bare(adapter: Any, pictures: list[Any]) -> float:
-    from sie_server.adapters.media import Picture, picture_tokens
-    from sie_server.adapters.options import MediaOptions
+    from sie_server.adapters.runtime.media import Picture, picture_tokens
+    from sie_server.adapters.runtime.options import MediaOptions
 
     options = MediaOptions.of(None, None, None)
     started = time.perf_counter()

@@ -7,7 +7,7 @@ of ``benchmarks/corpus.py`` (the same 2,000 texts and seed as ``benchmarks.throu
 
 * in-process, the server's own code: one ``EmbeddingAdapter`` loaded in float32, then for
   each precision (fp32, and each of bf16 / int8 this CPU supports; ``--all`` runs them
-  whatever the flags) the model converted by ``sie_server.adapters.precision.convert``;
+  whatever the flags) the model converted by ``sie_server.adapters.runtime.precision.convert``;
   the corpus is encoded in length-sorted batches of at most ``max_batch_tokens`` padded
   tokens, as the server's batch former makes them. Printed: texts/s and ratio to fp32;
   min and mean cosine to the fp32 vectors over the whole corpus; and the gate's own figure
@@ -37,10 +37,10 @@ import yaml
 from benchmarks._common import Meter, load_line, machine_line, minilm_path, wait_quiet
 from benchmarks.corpus import DEFAULT_COUNT, DEFAULT_SEED, build_corpus
 from sie_sdk import SIEClient
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.embedding import EmbeddingAdapter
-from sie_server.adapters.options import EncodeOptions
-from sie_server.adapters.precision import MIN_COSINE, PROBE_TEXTS, convert, cosines
+from sie_server.adapters.encoders.embedding import EmbeddingAdapter
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.options import EncodeOptions
+from sie_server.adapters.runtime.precision import MIN_COSINE, PROBE_TEXTS, convert, cosines
 from sie_server.catalog.schema import ModelConfig
 from sie_server.cpu_features import NEEDS, RELEVANT_FLAGS, Precision, detect
 from tests.helpers.catalog import MINILM, REAL_CATALOG, copy_real

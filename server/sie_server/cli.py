@@ -164,7 +164,7 @@ def pull_model(args: argparse.Namespace) -> int:
 
 def print_table(configs: list[ModelConfig], url: str | None) -> None:
     """One row per model: its weights source and precision (with ``url``: its state on that server)."""
-    from sie_server.adapters.weights import describe
+    from sie_server.adapters.runtime.weights import describe
     from sie_server.cpu_features import detect
     from sie_server.tools.pull import cached_size
 

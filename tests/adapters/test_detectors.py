@@ -13,8 +13,8 @@ import torch
 from PIL import Image
 
 from sie_server.adapters import create_adapter
-from sie_server.adapters.media import Found, Picture, picture_tokens
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.media import Found, Picture, picture_tokens
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.errors import InvalidInput
 from tests.helpers.tiny_detectors import DINO_QUERIES, build_grounding_dino, build_owlv2

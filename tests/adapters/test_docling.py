@@ -18,7 +18,7 @@ import pytest
 
 from sie_server.adapters import create_adapter
 from sie_server.adapters.documents.parser import Document, PageSize, ParsedDocument, document_tokens
-from sie_server.adapters.options import DocumentOptions
+from sie_server.adapters.runtime.options import DocumentOptions
 from sie_server.catalog.loader import parse_config_file
 from sie_server.engine.document_inputs import screen
 from sie_server.errors import InvalidInput

@@ -15,8 +15,8 @@ import pytest
 from PIL import Image
 
 from sie_server.adapters import create_adapter
-from sie_server.adapters.media import Found, Picture, picture_tokens
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.media import Found, Picture, picture_tokens
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.adapters.vision.florence2 import TASKS, Job, bin_box, parse, quad_box
 from sie_server.catalog.schema import ModelConfig
 from sie_server.errors import InvalidInput

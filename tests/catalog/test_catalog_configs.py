@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sie_server.adapters.options import EncodeOptions, ExtractOptions, ScoreOptions, canonical_outputs
+from sie_server.adapters.runtime.options import EncodeOptions, ExtractOptions, ScoreOptions, canonical_outputs
 from sie_server.catalog.loader import Catalog, parse_config_file
 from sie_server.catalog.schema import ModelConfig
 from tests.helpers.catalog import REAL_CATALOG
@@ -286,8 +286,8 @@ def check_causal_lm(adapter: Any, config: ModelConfig) -> None:
 
 def check_ocr(adapter: Any, config: ModelConfig) -> None:
     """The packaged PP-OCR reads a rendered line; each line has a box inside the picture."""
-    from sie_server.adapters.media import Picture, picture_tokens
-    from sie_server.adapters.options import MediaOptions
+    from sie_server.adapters.runtime.media import Picture, picture_tokens
+    from sie_server.adapters.runtime.options import MediaOptions
     from tests.helpers.documents import text_image
 
     image = text_image(["Invoice 42"])
@@ -301,7 +301,7 @@ def check_ocr(adapter: Any, config: ModelConfig) -> None:
 def check_docling(adapter: Any, config: ModelConfig) -> None:
     """A document in, its blocks out; the OCR model that reads its scanned pages is in the catalog."""
     from sie_server.adapters.documents.parser import Document, document_tokens
-    from sie_server.adapters.options import DocumentOptions
+    from sie_server.adapters.runtime.options import DocumentOptions
 
     [parsed] = adapter.run([document_tokens(Document(b"# Invoice\n\nTotal 42.00", "md"))], DocumentOptions())
     assert [(e["text"], e["label"]) for e in parsed.entities] == [("Invoice", "heading"), ("Total 42.00", "paragraph")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
-from sie_server.adapters.weights import hub_patterns
+from sie_server.adapters.runtime.weights import hub_patterns
 from sie_server.catalog.loader import parse_config_file
 from tests.helpers.catalog import real_config_path
 

@@ -201,7 +201,7 @@ def test_reranker_from_a_local_folder_is_preferred(tmp_path: Path, monkeypatch: 
 
 def test_no_reranker_reachable_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine like the lent GPU one: no package carries a cross-encoder, nothing cached, no network."""
-    import sie_server.adapters.weights as weights
+    import sie_server.adapters.runtime.weights as weights
 
     monkeypatch.delenv("SIE_RERANKER_DIR", raising=False)
     monkeypatch.setattr(weights, "locate_offline", lambda config: None)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from sie_server.adapters.generator import ByteDetokenizer, WindowDetokenizer
+from sie_server.adapters.runtime.generator import ByteDetokenizer, WindowDetokenizer
 from sie_server.engine.sampling import sample, sample_rows
 from sie_server.engine.sequences import SamplingParams, Sequence
 

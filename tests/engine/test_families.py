@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.encoder import PairScorer
-from sie_server.adapters.options import EncodeOptions, ExtractOptions, ScoreOptions
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.encoder import PairScorer
+from sie_server.adapters.runtime.options import EncodeOptions, ExtractOptions, ScoreOptions
 from sie_server.catalog.schema import ModelConfig, Profile
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.scheduler import WorkItem

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 
-from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.generator import ByteDetokenizer, Detokenizer, Generator
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
+from sie_server.adapters.runtime.options import EncodeOptions
 from sie_server.catalog.schema import ModelConfig, Profile
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.isolation import run_apart

@@ -7,8 +7,8 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import TextLayout
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import TextLayout
 from sie_server.engine.long_inputs import OVERLAP, matryoshka, token_ranges, windows
 from sie_server.errors import InvalidInput
 

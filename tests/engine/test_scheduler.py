@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.options import EncodeOptions
 from sie_server.engine.scheduler import WorkItem
 from sie_server.errors import ModelLoadFailed, QueueFull, ResourceExhausted
 from tests.engine.conftest import EngineFactory, fake_config

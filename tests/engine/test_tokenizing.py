@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sie_server.adapters.base import Tokens
+from sie_server.adapters.runtime.base import Tokens
 from sie_server.engine.service import CallerGone, CallOptions, TextInput
 from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import InvalidInput

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.encoder import TextEncoder
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.encoder import TextEncoder
+from sie_server.adapters.runtime.options import EncodeOptions
 from sie_server.catalog.schema import ModelConfig, Profile
 from sie_server.errors import InvalidInput
 

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.causal_lm import CausalLMAdapter, DecodeBatch
-from sie_server.adapters.embedding import EmbeddingAdapter
-from sie_server.adapters.llamacpp import LlamaCppAdapter, SeqBatch
-from sie_server.adapters.media import Found, MediaExtractor
-from sie_server.adapters.options import EncodeOptions, EncodeOutput, MediaOptions
+from sie_server.adapters.encoders.embedding import EmbeddingAdapter
+from sie_server.adapters.generators.causal_lm import CausalLMAdapter, DecodeBatch
+from sie_server.adapters.generators.llamacpp import LlamaCppAdapter, SeqBatch
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import Found, MediaExtractor
+from sie_server.adapters.runtime.options import EncodeOptions, EncodeOutput, MediaOptions
 
 SLOW_BATCH_S = 0.25
 SLOW_LOAD_S = 3.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sie_server.adapters.embedding import EmbeddingAdapter
+from sie_server.adapters.encoders.embedding import EmbeddingAdapter
 
 GATE_TIMEOUT_S = 300.0
 

@@ -143,8 +143,8 @@ def check_detector(adapter: Any, config: ModelConfig) -> None:
     """The catalog check: a batch of two pictures, every candidate kept, boxes inside each picture."""
     from PIL import Image
 
-    from sie_server.adapters.media import Picture, picture_tokens
-    from sie_server.adapters.options import MediaOptions
+    from sie_server.adapters.runtime.media import Picture, picture_tokens
+    from sie_server.adapters.runtime.options import MediaOptions
 
     pictures = [Picture(Image.new("RGB", (48, 48), (200, 30, 30)), page=1), Picture(Image.new("RGB", (40, 24), "blue"))]
     keep_all = {name: 0.0 for name in adapter.option_names}

@@ -72,8 +72,8 @@ def check_florence2(adapter: Any, config: Any) -> None:
     config's default task (and phrase grounding), boxes inside each picture. Random weights: a few tokens."""
     from PIL import Image
 
-    from sie_server.adapters.media import Picture, picture_tokens
-    from sie_server.adapters.options import MediaOptions
+    from sie_server.adapters.runtime.media import Picture, picture_tokens
+    from sie_server.adapters.runtime.options import MediaOptions
 
     assert adapter.model.config.text_config.d_model == config.architecture.hidden_size
     pictures = [Picture(Image.new("RGB", (48, 48), (200, 30, 30)), page=1), Picture(Image.new("RGB", (40, 24), "blue"))]

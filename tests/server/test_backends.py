@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sie_server.adapters import backends, create_adapter
-from sie_server.adapters.causal_lm import CausalLMAdapter
-from sie_server.adapters.llamacpp import LlamaCppAdapter
-from sie_server.adapters.weights import resolve
+from sie_server.adapters.generators.causal_lm import CausalLMAdapter
+from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
+from sie_server.adapters.runtime import backends, create_adapter
+from sie_server.adapters.runtime.weights import resolve
 from sie_server.catalog.schema import ModelConfig
 from tests.helpers.catalog import SMOLLM, real_config
 

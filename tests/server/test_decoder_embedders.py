@@ -131,7 +131,7 @@ def test_an_append_token_the_tokenizer_lacks_is_model_load_failed(server: Server
 
 
 def test_chunking_keeps_the_eos_at_the_end_of_every_window(server: ServerProcess, weights: Path) -> None:
-    from sie_server.adapters.decoder_embedding import DecoderEmbeddingAdapter
+    from sie_server.adapters.encoders.decoder_embedding import DecoderEmbeddingAdapter
     from sie_server.catalog.schema import ModelConfig
     from sie_server.engine.long_inputs import windows
 

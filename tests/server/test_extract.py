@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from sie_server.adapters.gliner import Window, merge_windows
-from sie_server.adapters.options import Span
+from sie_server.adapters.extractors.gliner import Window, merge_windows
+from sie_server.adapters.runtime.options import Span
 
 GLINER = "test/tiny-gliner"
 TEXT = "Invoice INV-2024-0117 from Acme Corp: total due 4,250.00 EUR by 31 March 2024."

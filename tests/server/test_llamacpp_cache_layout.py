@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from sie_server.adapters.llamacpp import LlamaCppAdapter
+from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
 from sie_server.catalog.loader import parse_config_file
 from tests.helpers.catalog import SMOLLM, real_config_path
 

@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from sie_server.adapters.options import ScoreOptions
+from sie_server.adapters.runtime.options import ScoreOptions
 from tests.helpers.catalog import write_config
 from tests.helpers.server import ServerProcess, offline_server
 from tests.helpers.tiny_architectures import Spec, build
@@ -138,7 +138,7 @@ def test_a_yes_word_of_two_tokens_is_model_load_failed(server: ServerProcess) ->
 
 
 def load_reranker(weights: Path, max_length: int) -> Any:
-    from sie_server.adapters.llm_reranker import LlmRerankerAdapter
+    from sie_server.adapters.scorers.llm_reranker import LlmRerankerAdapter
     from sie_server.catalog.schema import ModelConfig
 
     settings = {**config(QWEN_STYLE, weights, no_token="no"), "max_sequence_length": max_length}

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from sie_server.adapters.precision import cosines
+from sie_server.adapters.runtime.precision import cosines
 from sie_server.cpu_features import detect
 from tests.helpers.catalog import MINILM, REAL_CATALOG, tiny_cross_encoder, tiny_embedder, write_config
 from tests.helpers.fault_adapters import PERTURBED_COSINE

@@ -11,9 +11,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sie_server.adapters import precision
-from sie_server.adapters.embedding import EmbeddingAdapter
-from sie_server.adapters.precision import PROBE_TEXTS, PrecisionPolicy, apply_cpu_precision, cosines, fixed_report
+from sie_server.adapters.encoders.embedding import EmbeddingAdapter
+from sie_server.adapters.runtime import precision
+from sie_server.adapters.runtime.precision import (
+    PROBE_TEXTS,
+    PrecisionPolicy,
+    apply_cpu_precision,
+    cosines,
+    fixed_report,
+)
 from sie_server.catalog.schema import ModelConfig
 from sie_server.cli import build_parser, main
 from sie_server.cpu_features import CpuFeatures, detect, features_from_flags, parse_cpuinfo

@@ -1,29 +1,38 @@
-"""Model families. ``create_adapter`` imports the family's module (and torch) only when needed.
+"""Model families, grouped by the task they serve. ``create_adapter`` imports the family's module
+(and torch) only when needed.
 
-Every adapter is a ``ModelAdapter`` (base.py); it is also either an ``Encoder`` (encoder.py:
-batches the scheduler runs) or a ``Generator`` (generator.py: what the decode loop steps)."""
+    runtime/     what every family shares: ModelAdapter (base.py), Encoder (encoder.py: batches the
+                 scheduler runs), Generator (generator.py: what the decode loop steps), MediaExtractor
+                 (media.py: pictures in), batch options, weights, precision, backends
+    encoders/    encode: embedders, SPLADE, ColBERT, BGE-M3, CLIP/SigLIP, ColPali
+    scorers/     score: cross-encoders, LLM rerankers
+    extractors/  extract on text: GLiNER, GLiNER2
+    documents/   extract on whole documents: docling (parser.py: the DocumentParser contract)
+    vision/      extract on pictures: PP-OCR (RapidOCR), Tesseract, Florence-2, OWLv2, Grounding DINO
+    generators/  generate: transformers, llama.cpp, SGLang
+"""
 
 from __future__ import annotations
 
 import importlib
 
-from sie_server.adapters.backends import effective_backend
-from sie_server.adapters.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.backends import effective_backend
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
 from sie_server.catalog.schema import ModelConfig, Profile
 
 _FAMILIES: dict[str, tuple[str, str]] = {
-    "embedding": ("sie_server.adapters.embedding", "EmbeddingAdapter"),
-    "decoder_embedding": ("sie_server.adapters.decoder_embedding", "DecoderEmbeddingAdapter"),
-    "cross_encoder": ("sie_server.adapters.cross_encoder", "CrossEncoderAdapter"),
-    "llm_reranker": ("sie_server.adapters.llm_reranker", "LlmRerankerAdapter"),
-    "causal_lm": ("sie_server.adapters.causal_lm", "CausalLMAdapter"),
-    "splade": ("sie_server.adapters.splade", "SpladeAdapter"),
-    "colbert": ("sie_server.adapters.colbert", "ColbertAdapter"),
-    "bge_m3": ("sie_server.adapters.bge_m3", "BgeM3Adapter"),
-    "clip": ("sie_server.adapters.clip", "ClipAdapter"),
-    "colpali": ("sie_server.adapters.colpali", "ColPaliAdapter"),
-    "gliner": ("sie_server.adapters.gliner", "GlinerAdapter"),
-    "gliner2": ("sie_server.adapters.gliner2", "Gliner2Adapter"),
+    "embedding": ("sie_server.adapters.encoders.embedding", "EmbeddingAdapter"),
+    "decoder_embedding": ("sie_server.adapters.encoders.decoder_embedding", "DecoderEmbeddingAdapter"),
+    "cross_encoder": ("sie_server.adapters.scorers.cross_encoder", "CrossEncoderAdapter"),
+    "llm_reranker": ("sie_server.adapters.scorers.llm_reranker", "LlmRerankerAdapter"),
+    "causal_lm": ("sie_server.adapters.generators.causal_lm", "CausalLMAdapter"),
+    "splade": ("sie_server.adapters.encoders.splade", "SpladeAdapter"),
+    "colbert": ("sie_server.adapters.encoders.colbert", "ColbertAdapter"),
+    "bge_m3": ("sie_server.adapters.encoders.bge_m3", "BgeM3Adapter"),
+    "clip": ("sie_server.adapters.encoders.clip", "ClipAdapter"),
+    "colpali": ("sie_server.adapters.encoders.colpali", "ColPaliAdapter"),
+    "gliner": ("sie_server.adapters.extractors.gliner", "GlinerAdapter"),
+    "gliner2": ("sie_server.adapters.extractors.gliner2", "Gliner2Adapter"),
     "docling": ("sie_server.adapters.documents.docling", "DoclingAdapter"),
     "rapidocr": ("sie_server.adapters.vision.rapidocr", "RapidOcrAdapter"),
     "tesseract": ("sie_server.adapters.vision.tesseract", "TesseractAdapter"),
@@ -37,9 +46,9 @@ def create_adapter(config: ModelConfig, profile: Profile, device: str) -> ModelA
     """An adapter of the config's family, or of a custom class named ``package.module:Class``."""
     backend = effective_backend(config, profile) if config.adapter == "causal_lm" else "transformers"
     if backend == "sglang":
-        module, name = "sie_server.adapters.sglang", "SglangAdapter"
+        module, name = "sie_server.adapters.generators.sglang", "SglangAdapter"
     elif backend == "llamacpp":
-        module, name = "sie_server.adapters.llamacpp", "LlamaCppAdapter"
+        module, name = "sie_server.adapters.generators.llamacpp", "LlamaCppAdapter"
     elif config.adapter in _FAMILIES:
         module, name = _FAMILIES[config.adapter]
     else:

@@ -6,7 +6,7 @@ workers report. No torch here: the gateway imports it.
 
 from __future__ import annotations
 
-from sie_server.adapters.weights import describe
+from sie_server.adapters.runtime.weights import describe
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.responses import ModelInfo, Precision
 
@@ -37,6 +37,6 @@ def catalog_info(config: ModelConfig) -> ModelInfo:
         available_offline=offline_ok,
         last_error=None,
         load_seconds=None,
-        # what the cpu profile allows; once loaded, what it runs in and why (see adapters/precision.py)
+        # what the cpu profile allows; once loaded, what it runs in and why (see adapters/runtime/precision.py)
         precision=Precision(running=None, allowed=list(config.profiles["cpu"].cpu_precision), reason=None, gate=[]),
     )

@@ -56,7 +56,7 @@ SCORE_MODES = {
 }
 
 
-#: precisions a CPU profile may allow, tried in the profile's order (see sie_server.adapters.precision)
+#: precisions a CPU profile may allow, tried in the profile's order (see sie_server.adapters.runtime.precision)
 CpuPrecision = Literal["int8", "bf16", "fp32"]
 
 
@@ -271,7 +271,7 @@ class Runtime(Strict):
         description="the instruction put before a text encoded with that task (a request's own instruction "
         "replaces it); a task not listed has none",
     )
-    # sentence-transformers heads after pooling (adapters/st_modules.py reads them from modules.json)
+    # sentence-transformers heads after pooling (adapters/runtime/st_modules.py reads them from modules.json)
     dense_heads: list[int] = Field(
         default_factory=list,
         description="embedders: the out_features of each sentence-transformers Dense module that modules.json "

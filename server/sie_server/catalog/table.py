@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sie_server.adapters.weights import describe
+from sie_server.adapters.runtime.weights import describe
 from sie_server.catalog.schema import ModelConfig
 
 #: families in the order a reader meets them; any other family follows, alphabetically

@@ -12,8 +12,8 @@ import asyncio
 import time
 
 from sie_server.adapters.documents.parser import Document, ParsedDocument, document_tokens
-from sie_server.adapters.media import Found, MediaExtractor, Picture, picture_tokens
-from sie_server.adapters.options import DocumentOptions, MediaOptions
+from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, picture_tokens
+from sie_server.adapters.runtime.options import DocumentOptions, MediaOptions
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions

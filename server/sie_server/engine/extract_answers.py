@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sie_server.adapters.media import Found
+from sie_server.adapters.runtime.media import Found
 from sie_server.contract.requests import ItemIn
 from sie_server.contract.responses import (
     Classification,

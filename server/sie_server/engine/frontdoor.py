@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract import models as contract_models

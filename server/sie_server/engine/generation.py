@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.base import ModelAdapter
-from sie_server.adapters.generator import Generator, StreamingGenerator
+from sie_server.adapters.runtime.base import ModelAdapter
+from sie_server.adapters.runtime.generator import Generator, StreamingGenerator
 from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
 from sie_server.engine import isolation

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from sie_server.adapters.generator import Generator
+from sie_server.adapters.runtime.generator import Generator
 from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
 
 log = logging.getLogger(__name__)

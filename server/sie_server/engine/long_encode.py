@@ -9,9 +9,9 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import LongTextEncoder, TextEncoder
-from sie_server.adapters.options import EncodeOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import LongTextEncoder, TextEncoder
+from sie_server.adapters.runtime.options import EncodeOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.engine.long_inputs import mean, token_ranges, windows

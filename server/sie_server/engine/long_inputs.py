@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import TextLayout
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import TextLayout
 from sie_server.errors import InvalidInput
 
 OVERLAP = 8  # windows overlap by 1/OVERLAP of their width

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.media import Found, MediaEntity, MediaExtractor, MediaObject, Picture, picture_tokens
-from sie_server.adapters.options import BatchOptions, MediaOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import Found, MediaEntity, MediaExtractor, MediaObject, Picture, picture_tokens
+from sie_server.adapters.runtime.options import BatchOptions, MediaOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits

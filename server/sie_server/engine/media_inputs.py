@@ -11,7 +11,7 @@ import io
 import warnings
 from typing import Any
 
-from sie_server.adapters.media import Picture
+from sie_server.adapters.runtime.media import Picture
 from sie_server.errors import InvalidInput, PayloadTooLarge
 
 

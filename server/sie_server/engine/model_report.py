@@ -3,8 +3,8 @@ process (``/v1/models``, worker heartbeats), and the memory they hold (``/v1/mem
 
 from __future__ import annotations
 
-from sie_server.adapters.backends import effective_backend
-from sie_server.adapters.precision import fixed_report
+from sie_server.adapters.runtime.backends import effective_backend
+from sie_server.adapters.runtime.precision import fixed_report
 from sie_server.catalog.info import catalog_info
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.responses import LoadProgress, MemoryReport, ModelInfo, ModelMemory, Precision

@@ -9,7 +9,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from sie_server.adapters.generator import Sampling
+from sie_server.adapters.runtime.generator import Sampling
 from sie_server.errors import InferenceError, InvalidInput, SIEError
 
 

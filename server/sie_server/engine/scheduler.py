@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.encoder import Encoder
-from sie_server.adapters.options import BatchOptions
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.encoder import Encoder
+from sie_server.adapters.runtime.options import BatchOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
 from sie_server.engine.batching import form_batch, padded_cost

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.generator import Detokenizer
+from sie_server.adapters.runtime.generator import Detokenizer
 from sie_server.errors import SIEError
 from sie_server.observability import tracing
 

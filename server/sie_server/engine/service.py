@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.encoder import ImageEncoder, PairScorer, SpanExtractor, TextEncoder
-from sie_server.adapters.gliner2 import Gliner2Adapter, SchemaFound
-from sie_server.adapters.options import (
+from sie_server.adapters.extractors.gliner2 import Gliner2Adapter, SchemaFound
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.encoder import ImageEncoder, PairScorer, SpanExtractor, TextEncoder
+from sie_server.adapters.runtime.options import (
     BatchOptions,
     EncodeOptions,
     Entity,

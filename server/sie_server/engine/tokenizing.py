@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from queue import SimpleQueue
 from typing import Any, Generic, TypeVar
 
-from sie_server.adapters.base import Tokens
+from sie_server.adapters.runtime.base import Tokens
 
 In = TypeVar("In")
 CHUNK = 64

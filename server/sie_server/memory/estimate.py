@@ -84,7 +84,7 @@ def gguf_estimate(path: Path, kv_tokens: int) -> tuple[int, int]:
     from the file size and the header's shape fields."""
     from gguf import GGUFReader
 
-    from sie_server.adapters.llamacpp_sizing import kv_cache_bytes
+    from sie_server.adapters.generators.llamacpp_sizing import kv_cache_bytes
 
     if not path.is_file():  # the adapter's load names the missing file
         return 0, 0

@@ -28,8 +28,8 @@ class Target:
 
 def target(config: ModelConfig, revision: str | None) -> Target:
     """The GGUF file alone for a profile that runs on llama.cpp (or a GGUF-only source); else the weights."""
-    from sie_server.adapters.backends import effective_backend
-    from sie_server.adapters.weights import hub_patterns
+    from sie_server.adapters.runtime.backends import effective_backend
+    from sie_server.adapters.runtime.weights import hub_patterns
 
     src = config.source
     profile = config.profiles.get("cpu")
@@ -52,7 +52,7 @@ def pinned(config: ModelConfig, chosen: Target, commit: str) -> ModelConfig:
 
 def works_offline(config: ModelConfig, chosen: Target) -> str:
     """Where the weights resolve from with the network off, or a PullError saying why not."""
-    from sie_server.adapters.weights import gguf_offline, locate_offline
+    from sie_server.adapters.runtime.weights import gguf_offline, locate_offline
 
     found = gguf_offline(config) if chosen.gguf else locate_offline(config)
     if found is None:

@@ -27,10 +27,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sie_server.adapters.base import Tokens
 from sie_server.adapters.documents.parser import Document, DocumentParser, PageSize, ParsedDocument, document_tokens
-from sie_server.adapters.media import MediaEntity, line_entity, pixel_box
-from sie_server.adapters.options import DocumentOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import MediaEntity, line_entity, pixel_box
+from sie_server.adapters.runtime.options import DocumentOptions
 from sie_server.errors import InvalidInput
 
 EMU_PER_POINT = 12700

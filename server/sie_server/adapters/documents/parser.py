@@ -12,10 +12,10 @@ from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import Encoder
-from sie_server.adapters.media import MediaEntity
-from sie_server.adapters.options import DocumentOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import Encoder
+from sie_server.adapters.runtime.media import MediaEntity
+from sie_server.adapters.runtime.options import DocumentOptions
 
 DocumentFormat = Literal["pdf", "docx", "pptx", "xlsx", "html", "md"]
 BYTES_PER_COST = 4096  # a document's queue cost before it is parsed: its size in 4 KiB units

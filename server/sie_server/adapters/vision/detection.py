@@ -16,9 +16,9 @@ import gc
 from collections.abc import Iterator
 from typing import Any
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.media import MediaExtractor, MediaObject, Picture, picture_cost, pixel_box
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import MediaExtractor, MediaObject, Picture, picture_cost, pixel_box
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.schema import ExtractTask
 from sie_server.errors import InvalidInput
 

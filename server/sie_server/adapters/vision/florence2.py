@@ -43,8 +43,8 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.media import (
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import (
     Found,
     MediaExtractor,
     MediaObject,
@@ -56,7 +56,7 @@ from sie_server.adapters.media import (
     polygon_box,
     reading_order,
 )
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.schema import ExtractTask
 from sie_server.errors import InvalidInput
 

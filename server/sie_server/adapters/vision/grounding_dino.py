@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.media import Found, MediaObject, Picture
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import Found, MediaObject, Picture
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.adapters.vision.detection import Detector, found_object, labels
 from sie_server.errors import InvalidInput
 

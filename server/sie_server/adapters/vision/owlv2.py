@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.media import Found, Picture
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import Found, Picture
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.adapters.vision.detection import Detector, found_object, labels
 
 OPTIONS = frozenset({"score_threshold"})

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.media import Found, MediaExtractor, Picture, line_entity, polygon_box, reading_order
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, line_entity, polygon_box, reading_order
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.errors import InvalidInput
 
 OPTIONS = frozenset({"text_score", "box_thresh"})

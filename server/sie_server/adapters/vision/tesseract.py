@@ -18,9 +18,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.media import Found, MediaExtractor, Picture, line_entity, pixel_box, reading_order
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, line_entity, pixel_box, reading_order
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.adapters.vision.rapidocr import ort_threads
 from sie_server.errors import InvalidInput
 

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import Encoder
-from sie_server.adapters.options import MediaOptions
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import Encoder
+from sie_server.adapters.runtime.options import MediaOptions
 
 PIXELS_PER_COST = 32 * 32  # one unit of queue cost per 32 x 32 tile, rounded up
 

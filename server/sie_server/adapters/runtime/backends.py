@@ -37,7 +37,7 @@ def effective_backend(config: ModelConfig, profile: Profile) -> str:
     if not llamacpp_installed():
         _say_once(config.id, "but llama-cpp-python is not installed (pip install 'sie-oss[llamacpp]')")
         return "transformers"
-    from sie_server.adapters.weights import gguf_offline
+    from sie_server.adapters.runtime.weights import gguf_offline
 
     src = config.source
     if src.hf and not (src.path or src.gguf_hf) and gguf_offline(config) is None:

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import ImageEncoder
-from sie_server.adapters.images import open_rgb
-from sie_server.adapters.options import EncodeOptions, EncodeOutput
-from sie_server.adapters.transformers_base import TransformersAdapter
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import ImageEncoder
+from sie_server.adapters.runtime.images import open_rgb
+from sie_server.adapters.runtime.options import EncodeOptions, EncodeOutput
+from sie_server.adapters.runtime.transformers_base import TransformersAdapter
 
 #: model_type -> the transformers class that loads it
 RETRIEVAL_CLASSES = {"colpali": "ColPaliForRetrieval", "colqwen2": "ColQwen2ForRetrieval"}

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import LongTextEncoder, TextLayout
-from sie_server.adapters.options import EncodeOptions, EncodeOutput
-from sie_server.adapters.precision import apply_cpu_precision
-from sie_server.adapters.st_modules import NO_HEADS, Heads, load_heads
-from sie_server.adapters.transformers_base import TransformersAdapter
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import LongTextEncoder, TextLayout
+from sie_server.adapters.runtime.options import EncodeOptions, EncodeOutput
+from sie_server.adapters.runtime.precision import apply_cpu_precision
+from sie_server.adapters.runtime.st_modules import NO_HEADS, Heads, load_heads
+from sie_server.adapters.runtime.transformers_base import TransformersAdapter
 
 
 class EmbeddingAdapter(TransformersAdapter, LongTextEncoder):

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
-from sie_server.adapters.base import ModelAdapter
+from sie_server.adapters.runtime.base import ModelAdapter
 
 
 class Detokenizer(ABC):

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from sie_server.adapters.generator import Detokenizer, Generator, WindowDetokenizer
-from sie_server.adapters.transformers_base import DTYPES
+from sie_server.adapters.runtime.generator import Detokenizer, Generator, WindowDetokenizer
+from sie_server.adapters.runtime.transformers_base import DTYPES
 
 
 @dataclass

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import ImageEncoder
-from sie_server.adapters.options import EncodeOptions, EncodeOutput
-from sie_server.adapters.transformers_base import TransformersAdapter
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import ImageEncoder
+from sie_server.adapters.runtime.options import EncodeOptions, EncodeOutput
+from sie_server.adapters.runtime.transformers_base import TransformersAdapter
 from sie_server.errors import InvalidInput
 
 #: what the image processor gives that the image tower takes (the last two: SigLIP2 NaFlex)

@@ -143,13 +143,13 @@ def resolve(config: ModelConfig, offline: bool, profile: Profile | None = None) 
     With a profile that runs on llama.cpp (see ``adapters.backends``), the folder of the GGUF file as it is.
     """
     if profile is not None:
-        from sie_server.adapters.backends import effective_backend
+        from sie_server.adapters.runtime.backends import effective_backend
 
         if effective_backend(config, profile) == "llamacpp":
             return resolve_gguf(config, offline)
     found = locate_offline(config)
     if found is not None and found.source.startswith("package:") and config.source.gguf_file:
-        from sie_server.adapters.gguf import converted_folder
+        from sie_server.adapters.runtime.gguf import converted_folder
 
         return WeightsLocation(converted_folder(found.path, config.source.gguf_file), found.source + " (gguf)")
     if found is not None:

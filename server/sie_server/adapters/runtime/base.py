@@ -1,8 +1,8 @@
 """What every loaded model is, whatever it does: loaded onto a device, measured, unloaded.
 
-Two families build on this base, each with its own interface: encoders (``adapters.encoder``:
+Two families build on this base, each with its own interface: encoders (``adapters.runtime.encoder``:
 batches of tokenized items, one forward pass each, run by the scheduler) and generators
-(``adapters.generator``: the decode loop's prefill and step). An adapter knows nothing about
+(``adapters.runtime.generator``: the decode loop's prefill and step). An adapter knows nothing about
 HTTP, queues or other models.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sie_server.adapters.precision import PrecisionReport
+from sie_server.adapters.runtime.precision import PrecisionReport
 from sie_server.catalog.schema import ModelConfig, Profile
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import PairScorer
-from sie_server.adapters.options import ScoreOptions
-from sie_server.adapters.transformers_base import TransformersAdapter
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import PairScorer
+from sie_server.adapters.runtime.options import ScoreOptions
+from sie_server.adapters.runtime.transformers_base import TransformersAdapter
 from sie_server.errors import ModelLoadFailed
 
 Span = tuple[int, int]

@@ -13,8 +13,8 @@ from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.options import (
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.options import (
     DocumentOptions,
     EncodeOptions,
     EncodeOutput,

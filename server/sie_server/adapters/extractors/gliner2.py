@@ -1,7 +1,7 @@
 """GLiNER2 extraction: entity labels as GLiNER does, and schema extraction (entities, classifications,
 structures, relations in one pass) for a request with ``params.schema``.
 
-Long texts are windowed as for GLiNER (``adapters/gliner.py``): each window is one queued item and
+Long texts are windowed as for GLiNER (``adapters/extractors/gliner.py``): each window is one queued item and
 ``merge``/``merge_schema`` map the windows' findings back onto their text. A window's ``run`` result
 is a ``Found``: its flat entity spans (what ``merge`` reads) carrying, for a schema batch, the
 window's schema answer with offsets into the window.
@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any, TypedDict
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.gliner import GlinerAdapter, merge_windows, word_windows
-from sie_server.adapters.options import Entity, ExtractOptions, Span
+from sie_server.adapters.extractors.gliner import GlinerAdapter, merge_windows, word_windows
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.options import Entity, ExtractOptions, Span
 
 #: the prompt room a window leaves for the schema's names, as a share of the backbone's positions
 PROMPT_SHARE = 4

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from sie_server.adapters.generator import ByteDetokenizer, Detokenizer, Generator
-from sie_server.adapters.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
+from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
+from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
 from sie_server.errors import ModelLoadFailed
 
 log = logging.getLogger(__name__)

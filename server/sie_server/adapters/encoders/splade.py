@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import TextEncoder
-from sie_server.adapters.options import EncodeOptions, EncodeOutput
-from sie_server.adapters.transformers_base import TransformersAdapter
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import TextEncoder
+from sie_server.adapters.runtime.options import EncodeOptions, EncodeOutput
+from sie_server.adapters.runtime.transformers_base import TransformersAdapter
 
 
 def to_sparse(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.embedding import EmbeddingAdapter
+from sie_server.adapters.encoders.embedding import EmbeddingAdapter
+from sie_server.adapters.runtime.base import Tokens
 from sie_server.errors import ModelLoadFailed
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from tokenizers import Encoding, Tokenizer
 
-from sie_server.adapters.base import ModelAdapter, Tokens
-from sie_server.adapters.precision import packed_bytes
+from sie_server.adapters.runtime.base import ModelAdapter, Tokens
+from sie_server.adapters.runtime.precision import packed_bytes
 from sie_server.cpu_features import Precision
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

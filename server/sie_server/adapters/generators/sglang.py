@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from sie_server.adapters.causal_lm import CausalLMAdapter
-from sie_server.adapters.generator import Sampling, StreamingGenerator
+from sie_server.adapters.generators.causal_lm import CausalLMAdapter
+from sie_server.adapters.runtime.generator import Sampling, StreamingGenerator
 from sie_server.memory.estimate import activation_reserve, weights_bytes
 
 

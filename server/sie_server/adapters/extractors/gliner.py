@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sie_server.adapters.base import Tokens
-from sie_server.adapters.encoder import SpanExtractor
-from sie_server.adapters.options import Entity, ExtractOptions, Span
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.encoder import SpanExtractor
+from sie_server.adapters.runtime.options import Entity, ExtractOptions, Span
 
 _WORD = re.compile(r"\S+")
 OVERLAP_WORDS = 32

@@ -1,0 +1,1 @@
+"""Span extractors for extract on text: GLiNER and GLiNER2."""

@@ -1,0 +1,1 @@
+"""Causal LMs for generate: transformers, llama.cpp and SGLang."""

@@ -1,0 +1,1 @@
+"""Pair scorers for score: cross-encoders and LLM rerankers."""
