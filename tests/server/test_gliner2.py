@@ -92,6 +92,18 @@ def test_schema_answers_every_declared_name_in_its_shape(url: str) -> None:
         assert_span(pair["head"], TEXT)
         assert_span(pair["tail"], TEXT)
 
+    # the same answer in the item's own fields, as SIE 0.10.1 gives it (schema_result is the alias)
+    assert item["relations"] == [
+        {"head": r["head"]["text"], "tail": r["tail"]["text"], "relation": "billed_by",
+         "score": min(r["head"]["score"], r["tail"]["score"])}
+        for r in result["relations"]["billed_by"]
+    ]  # fmt: skip
+    labels = [c for name in ("kind", "topics") for c in result["classifications"][name]]
+    assert item["classifications"] == labels
+    assert item["data"]["classifications"] == result["classifications"]
+    assert item["data"]["structures"] == result["structures"]
+    assert item["objects"] == []
+
 
 def test_long_text_is_windowed_and_offsets_map_back(url: str) -> None:
     long_text = " ".join(f"word{i} Acme" for i in range(150))  # 300 words; the tiny model reads 64 at a time
