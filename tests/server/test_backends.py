@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from sie_server.adapters import create_adapter
 from sie_server.adapters.generators.causal_lm import CausalLMAdapter
 from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
-from sie_server.adapters.runtime import backends, create_adapter
+from sie_server.adapters.runtime import backends
 from sie_server.adapters.runtime.weights import resolve
 from sie_server.catalog.schema import ModelConfig
 from tests.helpers.catalog import SMOLLM, real_config
