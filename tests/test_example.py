@@ -32,8 +32,13 @@ def test_invoice_pipeline_offline(base_url: str) -> None:
     assert "skipped" not in answer and len(answer) > len("4. generate: ")
 
 
-@pytest.mark.parametrize("sample", ["invoice_scan.png", "invoice_scan.pdf"])
-def test_invoice_pipeline_starts_from_a_scanned_invoice(base_url: str, tmp_path: Path, sample: str) -> None:
+@pytest.mark.parametrize(
+    ("sample", "parser"),
+    [("invoice_scan.png", "RapidAI/PP-OCRv6"), ("invoice_scan.pdf", "docling-project/docling")],  # docling: OCR inside
+)
+def test_invoice_pipeline_starts_from_a_scanned_invoice(
+    base_url: str, tmp_path: Path, sample: str, parser: str
+) -> None:
     made = subprocess.run(
         [sys.executable, str(REPO / "examples" / "make_invoice_samples.py"), str(tmp_path)],
         capture_output=True,
@@ -49,7 +54,7 @@ def test_invoice_pipeline_starts_from_a_scanned_invoice(base_url: str, tmp_path:
         env={**os.environ, "SIE_URL": base_url},
     )
     assert "Traceback" not in run.stderr, run.stderr
-    parsed = next(line for line in run.stdout.splitlines() if line.startswith("0. parse   : RapidAI/PP-OCRv6"))
+    parsed = next(line for line in run.stdout.splitlines() if line.startswith(f"0. parse   : {parser} read 5 lines"))
     assert parsed.endswith(
         "ACME CORP | Invoice INV-2024-0117 | 12 hours of consulting | Total due 4,250.00 EUR | Due by 31 March 2024"
     )
