@@ -14,17 +14,19 @@ from ._backend import (
     model_served,
     resolve_base_url,
 )
-from ._documents import ParsedFile, aparse_file, parse_file, parse_result
+from ._documents import Mode, ParsedFile, aparse_file, check_mode, parse_file, parse_result
 from ._vectorizer import SparseDict, VectorizerCore
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TIMEOUT_S",
+    "Mode",
     "ParsedFile",
     "SIEBackend",
     "SparseDict",
     "VectorizerCore",
     "aparse_file",
+    "check_mode",
     "chunked",
     "model_served",
     "parse_file",

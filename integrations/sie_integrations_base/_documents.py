@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sie_sdk import ExtractResult, from_file
 from sie_sdk.errors import InvalidInputError
@@ -18,6 +18,12 @@ from sie_sdk.errors import InvalidInputError
 from ._backend import SIEBackend
 
 PathLike = str | os.PathLike[str]
+Mode = Literal["single", "page"]
+
+
+def check_mode(mode: str) -> None:
+    if mode not in ("single", "page"):
+        raise ValueError(f"mode must be 'single' or 'page', not {mode!r}")
 
 
 @dataclass
@@ -36,6 +42,13 @@ class ParsedFile:
     def metadata(self) -> dict[str, Any]:
         """What every document made from this file carries."""
         return {"source": self.source, "model": self.model, "pages": len(self.pages) or None}
+
+    def parts(self, mode: Mode) -> list[tuple[str, dict[str, Any]]]:
+        """The documents to make: (text, metadata beyond ``metadata()``): one for the file (its markdown)
+        or one per page (its text, with ``page``); each with its ``blocks``."""
+        if mode == "single":
+            return [(self.markdown, {"blocks": self.blocks})]
+        return [(text, {"page": page, "blocks": blocks}) for page, text, blocks in self.per_page()]
 
     def per_page(self) -> list[tuple[int, str, list[dict[str, Any]]]]:
         """(page, its text, its blocks) for each page that has blocks, in page order."""

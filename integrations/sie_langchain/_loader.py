@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Literal
 
 from langchain_core.document_loaders import BaseLoader
 from langchain_core.documents import Document
 
-from sie_integrations_base import DEFAULT_TIMEOUT_S, ParsedFile, SIEBackend, aparse_file, parse_file
+from sie_integrations_base import DEFAULT_TIMEOUT_S, Mode, ParsedFile, SIEBackend, aparse_file, check_mode, parse_file
 from sie_integrations_base._documents import PathLike
 
 
@@ -27,13 +26,12 @@ class SIEDocumentLoader(BaseLoader):
         file_path: PathLike | Sequence[PathLike],
         *,
         model: str = "docling-project/docling",
-        mode: Literal["single", "page"] = "single",
+        mode: Mode = "single",
         base_url: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         api_key: str | None = None,
     ) -> None:
-        if mode not in ("single", "page"):
-            raise ValueError(f"mode must be 'single' or 'page', not {mode!r}")
+        check_mode(mode)
         self.paths = (
             [file_path] if isinstance(file_path, str) or not isinstance(file_path, Sequence) else list(file_path)
         )
@@ -41,12 +39,8 @@ class SIEDocumentLoader(BaseLoader):
         self.backend = SIEBackend(model, base_url=base_url, timeout=timeout, api_key=api_key)
 
     def _documents(self, parsed: ParsedFile) -> Iterator[Document]:
-        base = parsed.metadata()
-        if self.mode == "single":
-            yield Document(page_content=parsed.markdown, metadata={**base, "blocks": parsed.blocks})
-            return
-        for page, text, blocks in parsed.per_page():
-            yield Document(page_content=text, metadata={**base, "page": page, "blocks": blocks})
+        for text, extra in parsed.parts(self.mode):
+            yield Document(page_content=text, metadata={**parsed.metadata(), **extra})
 
     def lazy_load(self) -> Iterator[Document]:
         for path in self.paths:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.readers.base import BaseReader
 from llama_index.core.schema import Document
 
-from sie_integrations_base import DEFAULT_TIMEOUT_S, ParsedFile, SIEBackend, aparse_file, parse_file
+from sie_integrations_base import DEFAULT_TIMEOUT_S, Mode, ParsedFile, SIEBackend, aparse_file, check_mode, parse_file
 
 
 class SIEReader(BaseReader):
@@ -25,27 +25,26 @@ class SIEReader(BaseReader):
         self,
         model: str = "docling-project/docling",
         *,
-        mode: Literal["single", "page"] = "single",
+        mode: Mode = "single",
         base_url: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         api_key: str | None = None,
     ) -> None:
-        if mode not in ("single", "page"):
-            raise ValueError(f"mode must be 'single' or 'page', not {mode!r}")
+        check_mode(mode)
         self.mode = mode
         self.backend = SIEBackend(model, base_url=base_url, timeout=timeout, api_key=api_key)
 
     def _documents(self, parsed: ParsedFile, extra_info: dict[str, Any] | None) -> list[Document]:
         base = {"file_path": parsed.source, "model": parsed.model, "pages": len(parsed.pages) or None}
-        base |= extra_info or {}
         hidden = ["blocks"]
-        if self.mode == "single":
-            parts = [(parsed.markdown, {**base, "blocks": parsed.blocks})]
-        else:
-            parts = [(text, {**base, "page": page, "blocks": blocks}) for page, text, blocks in parsed.per_page()]
         return [
-            Document(text=text, metadata=meta, excluded_embed_metadata_keys=hidden, excluded_llm_metadata_keys=hidden)
-            for text, meta in parts
+            Document(
+                text=text,
+                metadata={**base, **(extra_info or {}), **extra},
+                excluded_embed_metadata_keys=hidden,
+                excluded_llm_metadata_keys=hidden,
+            )
+            for text, extra in parsed.parts(self.mode)
         ]
 
     def load_data(self, file: str | Path, extra_info: dict[str, Any] | None = None) -> list[Document]:

@@ -12,13 +12,13 @@ keeps every candidate box and 1 keeps none. Each comes from, in order: the reque
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 from typing import Any
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.media import MediaExtractor, MediaObject, Picture, picture_cost, pixel_box
 from sie_server.adapters.runtime.options import MediaOptions
+from sie_server.adapters.runtime.torch_modules import module_bytes, release
 from sie_server.catalog.schema import ExtractTask
 from sie_server.errors import InvalidInput
 
@@ -47,17 +47,10 @@ class Detector(MediaExtractor):
 
     def unload(self) -> None:
         self.model = None
-        gc.collect()
-        if self.device.startswith("cuda"):
-            import torch
-
-            torch.cuda.empty_cache()
+        release(self.device)
 
     def resident_bytes(self) -> int:
-        if self.model is None:
-            return 0
-        tensors = [*self.model.parameters(), *self.model.buffers()]
-        return int(sum(t.numel() * t.element_size() for t in tensors))
+        return module_bytes(self.model)
 
     @property
     def task(self) -> ExtractTask:

@@ -35,7 +35,6 @@ Options (``params.options``; the config's ``tasks.extract.options`` give default
 
 from __future__ import annotations
 
-import gc
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +56,7 @@ from sie_server.adapters.runtime.media import (
     reading_order,
 )
 from sie_server.adapters.runtime.options import MediaOptions
+from sie_server.adapters.runtime.torch_modules import module_bytes, release
 from sie_server.catalog.schema import ExtractTask
 from sie_server.errors import InvalidInput
 
@@ -201,15 +201,10 @@ class Florence2Adapter(MediaExtractor):
 
     def unload(self) -> None:
         self.model = None
-        gc.collect()
-        if self.device.startswith("cuda"):
-            torch.cuda.empty_cache()
+        release(self.device)
 
     def resident_bytes(self) -> int:
-        if self.model is None:
-            return 0
-        tensors = [*self.model.parameters(), *self.model.buffers()]
-        return int(sum(t.numel() * t.element_size() for t in tensors))
+        return module_bytes(self.model)
 
     def job(self, options: MediaOptions) -> Job:
         """The batch's task and limits: the request's options over the config's; InvalidInput when wrong."""
