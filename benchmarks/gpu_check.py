@@ -9,7 +9,6 @@ GPU memory sampled with nvidia-smi, and one results file (JSON + Markdown) writt
 from __future__ import annotations
 
 import argparse
-import base64
 import importlib.util
 import json
 import subprocess
@@ -26,6 +25,7 @@ from typing import Any
 import httpx
 
 from benchmarks import _gpu_catalog as cat
+from benchmarks import _gpu_media as media
 from benchmarks._gpu_report import (
     COSINE_FLOOR,
     GIB,
@@ -184,36 +184,6 @@ def check_lru(client: httpx.Client, ids: list[str]) -> tuple[bool, str]:
     return first_evicted and next_evicted, f"loaded after last load {after_last[ids[0]]=}, after reuse {short}"
 
 
-def check_ocr(client: httpx.Client) -> tuple[bool, str]:
-    """PP-OCRv6 on a server whose device is the GPU reads a rendered invoice to the exact lines."""
-    from tests.helpers.documents import INVOICE_LINES, png, text_image
-
-    data = base64.b64encode(png(text_image(INVOICE_LINES))).decode()
-    response = client.post(f"/v1/extract/{cat.OCR}", json={"items": [{"images": [{"data": data}]}]})
-    response.raise_for_status()
-    lines = [e["text"] for e in response.json()["items"][0]["entities"]]
-    return lines == INVOICE_LINES, f"read {lines}"
-
-
-def check_detector(client: httpx.Client) -> tuple[bool, str]:
-    """A tiny OWLv2 in float16 on CUDA answers objects with integer pixel boxes inside the picture."""
-    from tests.helpers.documents import png, text_image
-
-    image = text_image(["cat"], size=30)
-    data = base64.b64encode(png(image)).decode()
-    body = {"items": [{"images": [{"data": data}]}], "params": {"labels": ["cat"], "options": {"score_threshold": 0}}}
-    response = client.post(f"/v1/extract/{cat.DETECTOR}", json=body)
-    response.raise_for_status()
-    objects = response.json()["items"][0]["objects"]
-    inside = all(
-        all(isinstance(v, int) for v in o["bbox"])
-        and 0 <= o["bbox"][0] <= o["bbox"][0] + o["bbox"][2] <= image.width
-        and 0 <= o["bbox"][1] <= o["bbox"][1] + o["bbox"][3] <= image.height
-        for o in objects
-    )
-    return bool(objects) and inside, f"{len(objects)} objects, boxes inside {image.size}: {inside}"
-
-
 def measure(fn: Callable[[], int], seconds: float = MEASURE_S, threads: int = 8) -> float:
     """Units per second that ``threads`` callers of ``fn`` (each call returns its units) get in ``seconds``."""
     deadline = time.monotonic() + seconds
@@ -319,8 +289,8 @@ def server_checks(
             report.checks.append(Check("reranker top-1 vs CPU", None, where))
         timed(report, f"LLM on {backend} says Paris", lambda: check_llm(client, backend))
         timed(report, "LRU eviction under the budget", lambda: check_lru(client, ids))
-        timed(report, "OCR (PP-OCRv6) beside the GPU models", lambda: check_ocr(client))
-        timed(report, "OWLv2 detection on CUDA in float16", lambda: check_detector(client))
+        timed(report, "OCR (PP-OCRv6) beside the GPU models", lambda: media.check_ocr(client))
+        timed(report, "OWLv2 detection on CUDA in float16", lambda: media.check_detector(client))
 
         def sie_rates() -> tuple[bool, str]:
             rates["sie_encode"] = sie_encode_rate(client, corpus)

@@ -11,6 +11,7 @@ gives the page sizes; boxes of an image are in that image's pixels.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -142,8 +143,6 @@ def scaled(box: list[int] | None, scale: float) -> list[int] | None:
     """A rendered page's pixel box in page points, rounded outwards."""
     if box is None or scale == 1.0:
         return box
-    import math
-
     x, y, w, h = box
     left, top = math.floor(x * scale), math.floor(y * scale)
     return [left, top, math.ceil((x + w) * scale) - left, math.ceil((y + h) * scale) - top]
