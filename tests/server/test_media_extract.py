@@ -179,3 +179,15 @@ def test_a_picture_still_running_at_the_deadline_fails_alone_and_the_others_are_
     assert small_item["id"] == "small" and "error" not in small_item and "x" in small_item["data"]["text"]
     assert big_item["error"]["code"] == "DEADLINE_EXCEEDED"
     assert "X-SIE-Timeout-Ms" in big_item["error"]["message"]
+
+
+def test_a_pdf_longer_than_one_render_group_is_read_page_by_page_in_order(base_url: str) -> None:
+    from sie_server.engine.media_extract import RENDER_GROUP
+
+    count = RENDER_GROUP + 2  # pages are rendered a group at a time: this crosses a group's end
+    pdf = scanned_pdf([text_image([f"Page {k + 1}"]) for k in range(count)], dpi=100.0)
+    with SIEClient(base_url, timeout=180) as client:
+        result = client.extract(OCR, {"document": {"data": pdf, "format": "pdf"}})
+    assert "error" not in result, result
+    assert [(e["page"], e["text"]) for e in result["entities"]] == [(k + 1, f"Page {k + 1}") for k in range(count)]
+    assert [p["page"] for p in result["data"]["pages"]] == list(range(1, count + 1))

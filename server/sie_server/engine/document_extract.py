@@ -12,13 +12,22 @@ import asyncio
 import time
 
 from sie_server.adapters.documents.parser import Document, ParsedDocument, document_tokens
-from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, picture_tokens
+from sie_server.adapters.runtime.media import Found, MediaExtractor
 from sie_server.adapters.runtime.options import DocumentOptions, MediaOptions
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
-from sie_server.engine.media_extract import POINTS_PER_INCH, MediaItem, Outcome, Queue, Timing, run_each, scaled
+from sie_server.engine.media_extract import (
+    DocumentPages,
+    MediaItem,
+    Outcome,
+    Queue,
+    Timing,
+    read_pages,
+    run_each,
+    scaled,
+)
 from sie_server.errors import InvalidInput, ModelNotFound, SIEError
 
 
@@ -90,29 +99,21 @@ async def _read_scans(
     timing: Timing,
 ) -> dict[int, Found] | SIEError:
     """The OCR model's answer for each scanned page, its boxes in page points."""
-    from sie_server.engine.document_inputs import render_pages
-
     adapter = await service.pool.acquire(ocr, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
     if not isinstance(adapter, MediaExtractor):
         raise InvalidInput(f"OCR model {ocr.id} does not read images (its adapter is {ocr.adapter})")
     dpi = ocr.tasks.extract.render_dpi if ocr.tasks.extract else 200
-    try:
-        images = await asyncio.to_thread(render_pages, document.data, parsed.scanned, dpi, limits.max_image_pixels)
-    except SIEError as exc:
-        return exc
-    pictures = [Picture(image, page) for image, page in zip(images, parsed.scanned, strict=True)]
-    answers = await run_each(
-        service, ocr, [picture_tokens(p) for p in pictures], MediaOptions.of(None, None, None), call, timing
-    )
-    scale = POINTS_PER_INCH / dpi
-    pages: dict[int, Found] = {}
-    for picture, answer in zip(pictures, answers, strict=True):
-        if isinstance(answer, SIEError):
-            return answer
+    pages = DocumentPages(document.data, parsed.scanned, dpi)
+    read = await read_pages(service, ocr, pages, MediaOptions.of(None, None, None), call, limits, timing)
+    if isinstance(read, SIEError):
+        return read
+    found: dict[int, Found] = {}
+    for page, _, answer in read:
+        assert isinstance(answer, Found)  # read_pages returns the first error instead
         for entity in answer.entities:
-            entity["bbox"] = scaled(entity["bbox"], scale)
-        pages[picture.page or 0] = answer
-    return pages
+            entity["bbox"] = scaled(entity["bbox"], pages.scale)
+        found[page or 0] = answer
+    return found
 
 
 def _found(parsed: ParsedDocument, scans: dict[int, Found] | None = None) -> Found:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sie_server.adapters.runtime.base import Tokens
-from sie_server.adapters.runtime.media import Found, MediaEntity, MediaExtractor, MediaObject, Picture, picture_tokens
+from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, picture_tokens
 from sie_server.adapters.runtime.options import BatchOptions, MediaOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
@@ -28,6 +28,7 @@ from sie_server.errors import DeadlineExceeded, InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 
 POINTS_PER_INCH = 72
+RENDER_GROUP = 8  # pages of one document rendered at a time: memory holds these, not the whole PDF
 DEADLINE_MARGIN_S = 0.25  # answer what is done this long before X-SIE-Timeout-Ms runs out
 LATE = "not done within X-SIE-Timeout-Ms; this item's work was dropped and the rest answered"
 
@@ -56,12 +57,22 @@ class MediaItem:
     document_format: str | None = None
 
 
-@dataclass
-class PagePictures:
-    """An item's pictures, and for a rendered document the factor from rendered pixels to page points."""
+@dataclass(frozen=True)
+class DocumentPages:
+    """A screened PDF whose pages are to be rendered (a group at a time) and read."""
 
-    pictures: list[Picture]
-    scale: float = 1.0  # multiply a rendered page's pixel box by this for page points
+    data: bytes
+    pages: list[int]
+    dpi: int
+
+    @property
+    def scale(self) -> float:
+        """What a rendered page's pixel box is multiplied by for page points."""
+        return POINTS_PER_INCH / self.dpi
+
+
+#: what reading one picture left: its page, its size (pixels), and its answer or its error
+Read = tuple[int | None, tuple[int, int], "Found | SIEError"]
 
 
 Outcome = Found | SIEError
@@ -114,16 +125,14 @@ async def _settled(futures: list[asyncio.Future[Any]], call: CallOptions) -> Non
     await asyncio.wait(futures, timeout=timeout)
 
 
-def item_pictures(item: MediaItem, where: str, config: ModelConfig, limits: Limits) -> PagePictures:
-    """Decode an item's images, or render its PDF's pages (off the event loop); InvalidInput for this item."""
+def item_pictures(item: MediaItem, where: str, config: ModelConfig, limits: Limits) -> list[Picture] | DocumentPages:
+    """An item's images decoded, or its PDF screened (off the event loop); InvalidInput for this item."""
     if item.document is None:
-        return PagePictures(
-            [
-                open_picture(data, f"{where}.images[{k}]", limits.max_image_pixels, page=k + 1)
-                for k, data in enumerate(item.images)
-            ]
-        )
-    from sie_server.engine.document_inputs import render_pages, screen
+        return [
+            open_picture(data, f"{where}.images[{k}]", limits.max_image_pixels, page=k + 1)
+            for k, data in enumerate(item.images)
+        ]
+    from sie_server.engine.document_inputs import screen
 
     document = screen(item.document, item.document_format, max_pages=limits.max_document_pages, index_name=where)
     if document.format != "pdf":
@@ -132,11 +141,36 @@ def item_pictures(item: MediaItem, where: str, config: ModelConfig, limits: Limi
             "(send other documents to a document parser such as docling-project/docling)"
         )
     dpi = config.tasks.extract.render_dpi if config.tasks.extract else 200
-    pages = list(range(1, (document.pages or 0) + 1))
-    images = render_pages(document.data, pages, dpi, limits.max_image_pixels)
-    return PagePictures(
-        [Picture(image, page) for image, page in zip(images, pages, strict=True)], POINTS_PER_INCH / dpi
-    )
+    return DocumentPages(document.data, list(range(1, (document.pages or 0) + 1)), dpi)
+
+
+async def read_pages(
+    service: Queue,
+    model: ModelConfig,
+    document: DocumentPages,
+    options: MediaOptions,
+    call: CallOptions,
+    limits: Limits,
+    timing: Timing,
+) -> list[Read] | SIEError:
+    """Each page rendered and read, ``RENDER_GROUP`` pages at a time, its pixels dropped once read;
+    the first page that cannot be rendered or read ends it with that error."""
+    from sie_server.engine.document_inputs import render_pages
+
+    read: list[Read] = []
+    for start in range(0, len(document.pages), RENDER_GROUP):
+        group = document.pages[start : start + RENDER_GROUP]
+        try:
+            images = await asyncio.to_thread(render_pages, document.data, group, document.dpi, limits.max_image_pixels)
+        except SIEError as exc:
+            return exc
+        pictures = [Picture(image, page) for image, page in zip(images, group, strict=True)]
+        answers = await run_each(service, model, [picture_tokens(p) for p in pictures], options, call, timing)
+        for picture, answer in zip(pictures, answers, strict=True):
+            if isinstance(answer, SIEError):
+                return answer
+            read.append((picture.page, picture.size, answer))
+    return read
 
 
 def scaled(box: list[int] | None, scale: float) -> list[int] | None:
@@ -148,20 +182,17 @@ def scaled(box: list[int] | None, scale: float) -> list[int] | None:
     return [left, top, math.ceil((x + w) * scale) - left, math.ceil((y + h) * scale) - top]
 
 
-def merge_pictures(found: list[Found], pages: PagePictures) -> Found:
+def merge_pictures(read: list[Read], scale: float = 1.0) -> Found:
     """One item's answer from its pictures' answers: lists joined in page order, ``data.text`` joined by
-    blank lines, ``data.pages`` the size of each picture (in page points for a rendered document)."""
-    entities: list[MediaEntity] = []
-    objects: list[MediaObject] = []
+    blank lines, ``data.pages`` the size of each picture (``scale``: page points per rendered pixel)."""
     merged = Found()
+    found = [answer for _, _, answer in read if isinstance(answer, Found)]
     sizes = []
-    for picture, answer in zip(pages.pictures, found, strict=True):
-        width, height = picture.size
-        sizes.append({"page": picture.page, "width": round(width * pages.scale), "height": round(height * pages.scale)})
-        entities += [{**e, "bbox": scaled(e["bbox"], pages.scale)} for e in answer.entities]
-        objects += [{**o, "bbox": scaled(o["bbox"], pages.scale) or []} for o in answer.objects]
+    for (page, (width, height), _), answer in zip(read, found, strict=True):
+        sizes.append({"page": page, "width": round(width * scale), "height": round(height * scale)})
+        merged.entities += [{**e, "bbox": scaled(e["bbox"], scale)} for e in answer.entities]
+        merged.objects += [{**o, "bbox": scaled(o["bbox"], scale) or []} for o in answer.objects]
         merged.classifications += answer.classifications
-    merged.entities, merged.objects = entities, objects
     texts = [a.data["text"] for a in found if isinstance(a.data.get("text"), str)]
     if len(found) == 1:
         merged.data = dict(found[0].data)
@@ -190,23 +221,29 @@ async def extract_pictures(
     started = time.perf_counter()
     prepared = await asyncio.gather(*(_prepare(item, f"items[{k}]", model, limits) for k, item in enumerate(items)))
     timing.tokenization_ms += (time.perf_counter() - started) * 1000
-    flat = [(k, picture) for k, p in enumerate(prepared) if not isinstance(p, SIEError) for picture in p.pictures]
-    answers = await run_each(service, model, [picture_tokens(p) for _, p in flat], options, call, timing)
-    per_item: list[list[Outcome]] = [[] for _ in items]
-    for (k, _), answer in zip(flat, answers, strict=True):
-        per_item[k].append(answer)
-    outcomes: list[Outcome] = []
-    for p, answered in zip(prepared, per_item, strict=True):
-        if isinstance(p, SIEError):
-            outcomes.append(p)
-        elif failed := next((a for a in answered if isinstance(a, SIEError)), None):
-            outcomes.append(failed)
-        else:
-            outcomes.append(merge_pictures([a for a in answered if isinstance(a, Found)], p))
+    images = [(k, picture) for k, p in enumerate(prepared) if isinstance(p, list) for picture in p]
+    documents = [(k, p) for k, p in enumerate(prepared) if isinstance(p, DocumentPages)]
+    answers, pages = await asyncio.gather(
+        run_each(service, model, [picture_tokens(p) for _, p in images], options, call, timing),
+        asyncio.gather(*(read_pages(service, model, d, options, call, limits, timing) for _, d in documents)),
+    )
+    outcomes: list[Outcome] = [p if isinstance(p, SIEError) else Found() for p in prepared]
+    per_item: dict[int, list[Read]] = {k: [] for k, p in enumerate(prepared) if isinstance(p, list)}
+    for (k, picture), answer in zip(images, answers, strict=True):
+        per_item[k].append((picture.page, picture.size, answer))
+    for k, read in per_item.items():
+        failed = next((a for _, _, a in read if isinstance(a, SIEError)), None)
+        outcomes[k] = failed or merge_pictures(read)
+    for (k, document), read_or_error in zip(documents, pages, strict=True):
+        outcomes[k] = (
+            read_or_error if isinstance(read_or_error, SIEError) else merge_pictures(read_or_error, document.scale)
+        )
     return outcomes
 
 
-async def _prepare(item: MediaItem, where: str, model: ModelConfig, limits: Limits) -> PagePictures | SIEError:
+async def _prepare(
+    item: MediaItem, where: str, model: ModelConfig, limits: Limits
+) -> list[Picture] | DocumentPages | SIEError:
     try:
         return await asyncio.to_thread(item_pictures, item, where, model, limits)
     except SIEError as exc:
