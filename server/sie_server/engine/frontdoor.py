@@ -49,7 +49,7 @@ from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.sequences import SamplingParams, Sequence
 from sie_server.engine.status_report import ServerStatus
-from sie_server.errors import InvalidInput, SIEError
+from sie_server.errors import SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability.live import LiveStats
 from sie_server.observability.metrics import Metrics
@@ -256,12 +256,12 @@ class EngineFrontDoor:
         if model.parses_documents:
             outcomes = await extract_documents(self.inference, self.catalog, model, items, call, self.limits, timing)
         else:
-            task = model.tasks.extract
-            options = {**(task.options if task else {}), **((params.options if params else None) or {})}
-            labels = params.labels if params else None
-            if labels is not None and task is not None and len(labels) > task.max_labels:
-                raise InvalidInput(f"{len(labels)} labels; model {model.id} takes at most {task.max_labels}")
-            media = MediaOptions.of(labels, params.threshold if params else None, options)
+            # the request's own values: each family applies its config's defaults and limits (adapter.check)
+            media = MediaOptions.of(
+                params.labels if params else None,
+                params.threshold if params else None,
+                params.options if params else None,
+            )
             outcomes = await extract_pictures(self.inference, model, items, media, call, self.limits, timing)
         answers = [media_answer(item.id, outcome) for item, outcome in zip(items, outcomes, strict=True)]
         return ExtractResponse(model=model.id, items=answers, timing=_timing(timing))
