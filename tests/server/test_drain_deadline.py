@@ -3,6 +3,7 @@ still running then gets a 503, a stream an error event), and a second signal exi
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import threading
@@ -14,11 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.catalog import tiny_llm, write_config
+from tests.helpers.catalog import tiny_detector, tiny_llm, write_config
+from tests.helpers.documents import scanned_pdf, text_image
+from tests.helpers.fault_adapters import SLOW_PICTURE_S
 from tests.helpers.server import ServerProcess
 from tests.helpers.wait import wait_until
 
 MODEL = "test/endless"
+SLOW_READER = "test/slow-pages"
 # 480 tokens at 20 ms a decode step (the tiny model's context is 512): about 10 s of work
 LONG = {"prompt": "hello", "max_new_tokens": 480}
 
@@ -28,13 +32,19 @@ def catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pat
     folder = tmp_path_factory.mktemp("drain-catalog")
     endless = tiny_llm(MODEL, tiny_models["llm"])
     write_config(folder, {**endless, "adapter": "tests.helpers.fault_adapters:EndlessSlowLM"})
+    # reads a PDF's rendered pages, SLOW_PICTURE_S a page: one page a batch
+    slow = {**tiny_detector(SLOW_READER, tiny_models["owlv2"]), "inputs": ["image", "document"]}
+    slow["adapter"] = "tests.helpers.fault_adapters:SlowPictures"
+    slow["profiles"] = {"cpu": {"max_batch_tokens": 64}, "cuda": {"max_batch_tokens": 64}}
+    write_config(folder, slow)
     return folder
 
 
 @pytest.fixture
 def server(catalog: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     args: tuple[str, ...] = getattr(request, "param", ())
-    proc = ServerProcess(catalog, "--offline", "--threads", "1", "--preload", MODEL, *args, log=tmp_path / "server.log")
+    proc = ServerProcess(catalog, "--offline", "--threads", "1", "--preload", MODEL, "--preload", SLOW_READER, *args,
+                         log=tmp_path / "server.log")  # fmt: skip
     try:
         yield proc.wait_ready()
     finally:
@@ -110,3 +120,31 @@ def test_a_second_signal_exits_at_once_with_status_0(server: ServerProcess, seco
     assert server.proc.wait(timeout=5) == 0
     assert time.monotonic() - signalled < 3
     wait_until(lambda: "cut" in events[-1], message="the stream went on after the process exited")
+
+
+@pytest.mark.parametrize("server", [("--drain-timeout-s", "1.5")], indirect=True)
+def test_a_document_still_being_read_at_the_drain_deadline_gets_its_own_error(server: ServerProcess) -> None:
+    url = server.url
+    pdf = scanned_pdf([text_image([f"page {k + 1} is a wide page"], size=40) for k in range(3)], dpi=100.0)
+    body = {"items": [{"id": "scan", "document": {"data": base64.b64encode(pdf).decode(), "format": "pdf"}}]}
+    answers: list[httpx.Response] = []
+    reading = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{url}/v1/extract/{SLOW_READER}", json=body, timeout=60)),
+        daemon=True,
+    )
+    reading.start()
+    wait_until(lambda: httpx.get(f"{url}/readyz").json().get("inflight_requests", 0) >= 1,
+               message="the server never took the document")  # fmt: skip
+
+    signalled = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=15) == 0
+    reading.join(5)
+
+    # three pages take 3 x SLOW_PICTURE_S; the drain ended it at its deadline with the item's own error
+    assert 1.5 <= time.monotonic() - signalled < 3 * SLOW_PICTURE_S
+    (answer,) = answers
+    assert answer.status_code == 200, answer.text
+    (item,) = answer.json()["items"]
+    assert item["id"] == "scan" and item["entities"] == [] and item["error"]["code"] == "QUEUE_FULL"
+    assert "--drain-timeout-s" in item["error"]["message"]

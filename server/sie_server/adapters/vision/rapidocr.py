@@ -8,7 +8,16 @@ joined by newlines in that order.
 
 ONNX Runtime runs with as many intra-op threads as torch has (the server's ``--threads``), one
 inter-op thread, and its workers do not spin between kernels, so they do not take cores from the
-torch models beside it.
+torch models beside it. A batch of one picture runs on that engine. A batch of several (callers'
+pictures the shared queue put together, or a PDF's pages) is read side by side by ``--threads``
+one-thread engines ("lanes"), each taking the next picture when it is done with one: ONNX Runtime's
+kernels run no faster per picture in a batched call on CPU (measured in benchmarks/RESULTS.md), but
+two one-thread sessions read more pages a second than one two-thread session. The lanes' weights are
+charged to the budget with the main engine's.
+
+The recogniser reads one line crop per call (``Rec.rec_batch_num: 1``): RapidOCR's default of 6
+pads each group of crops to its widest, and on these CPUs that made pages 1.2-1.8x slower with the
+same text read.
 
 Options (``params.options``): ``text_score`` (lowest recognition score kept; default the request's
 ``threshold``, then the config's), ``box_thresh`` (lowest detection score of a text box).
@@ -16,6 +25,8 @@ Options (``params.options``): ``text_score`` (lowest recognition score kept; def
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,35 +55,23 @@ class RapidOcrAdapter(MediaExtractor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.engine: Any = None
+        self.lanes: list[Any] = []
+        self._pool: ThreadPoolExecutor | None = None
         self._bytes = 0
 
     def load(self, weights: Path) -> None:
-        from rapidocr import RapidOCR
-
         threads = ort_threads()
-        self.engine = RapidOCR(
-            params={
-                "Global.log_level": "warning",
-                "Global.model_root_dir": str(weights),
-                # the detector sees the picture with its longer side at most 960 px (PaddleOCR's own
-                # default for documents). RapidOCR's default (shorter side at least 736) found no text at
-                # all on a Letter page rendered at 150 or 200 dpi with one 12 pt line; this finds it.
-                "Det.limit_type": "max",
-                "Det.limit_side_len": DETECTION_SIDE,
-                "EngineConfig.onnxruntime.intra_op_num_threads": threads,
-                "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-            }
-        )
-        # the sessions load on first use: load them now, so a load's cost and failures show at load
-        self.engine._load_det_model()
-        self.engine._load_cls_model()
-        self.engine._load_rec_model()
-        for stage in (self.engine.text_det, self.engine.text_cls, self.engine.text_rec):
-            _no_spinning(stage)
-        self._bytes = sum(p.stat().st_size for p in weights.glob("*.onnx"))
+        self.engine = _engine(weights, threads)
+        if threads > 1:
+            self.lanes = [_engine(weights, 1) for _ in range(threads)]
+            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="ocr-lane")
+        model_bytes = sum(p.stat().st_size for p in weights.glob("*.onnx"))
+        self._bytes = model_bytes * (1 + len(self.lanes))
 
     def unload(self) -> None:
-        self.engine = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self.engine, self.lanes, self._pool = None, [], None
 
     def resident_bytes(self) -> int:
         return self._bytes if self.engine is not None else 0
@@ -92,21 +91,72 @@ class RapidOcrAdapter(MediaExtractor):
         if text_score is None:
             text_score = self.config.tasks.extract.threshold if self.config.tasks.extract else 0.5
         box_thresh = settings.get("box_thresh")
-        return [self._read(t.data, float(text_score), box_thresh) for t in batch]
+        pictures = [t.data for t in batch]
+        if len(pictures) == 1 or self._pool is None:
+            return [_read(self.engine, p, float(text_score), box_thresh) for p in pictures]
+        return self._side_by_side(pictures, float(text_score), box_thresh)
 
-    def _read(self, picture: Picture, text_score: float, box_thresh: float | None) -> Found:
-        width, height = picture.size
-        bgr = np.ascontiguousarray(np.asarray(picture.image)[:, :, ::-1])
-        out = self.engine(bgr, text_score=text_score, box_thresh=box_thresh)
-        if out.boxes is None or out.txts is None or out.scores is None:
-            return Found(data={"text": ""})
-        lines = [
-            line_entity(text, float(score), polygon_box(box, width, height), picture.page)
-            for box, text, score in zip(out.boxes, out.txts, out.scores, strict=True)
-            if text.strip()
-        ]
-        lines = reading_order(lines)
-        return Found(entities=lines, data={"text": "\n".join(e["text"] for e in lines)})
+    def _side_by_side(self, pictures: list[Picture], text_score: float, box_thresh: float | None) -> list[Found]:
+        """Each lane reads the next picture not yet taken until none is left; answers in batch order."""
+        assert self._pool is not None
+        found: list[Found | None] = [None] * len(pictures)
+        taken = iter(range(len(pictures)))
+        lock = threading.Lock()
+
+        def lane_loop(engine: Any) -> None:
+            while True:
+                with lock:
+                    k = next(taken, None)
+                if k is None:
+                    return
+                found[k] = _read(engine, pictures[k], text_score, box_thresh)
+
+        lanes = self.lanes[: len(pictures)]
+        for done in [self._pool.submit(lane_loop, engine) for engine in lanes]:
+            done.result()  # a lane's failure fails the batch, as one forward pass would
+        return [f for f in found if f is not None]
+
+
+def _engine(weights: Path, threads: int) -> Any:
+    """A RapidOCR engine on the package's weights with ``threads`` intra-op threads, sessions loaded."""
+    from rapidocr import RapidOCR
+
+    engine: Any = RapidOCR(
+        params={
+            "Global.log_level": "warning",
+            "Global.model_root_dir": str(weights),
+            # the detector sees the picture with its longer side at most 960 px (PaddleOCR's own
+            # default for documents). RapidOCR's default (shorter side at least 736) found no text at
+            # all on a Letter page rendered at 150 or 200 dpi with one 12 pt line; this finds it.
+            "Det.limit_type": "max",
+            "Det.limit_side_len": DETECTION_SIDE,
+            "Rec.rec_batch_num": 1,
+            "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+            "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+        }
+    )
+    # the sessions load on first use: load them now, so a load's cost and failures show at load
+    engine._load_det_model()
+    engine._load_cls_model()
+    engine._load_rec_model()
+    for stage in (engine.text_det, engine.text_cls, engine.text_rec):
+        _no_spinning(stage)
+    return engine
+
+
+def _read(engine: Any, picture: Picture, text_score: float, box_thresh: float | None) -> Found:
+    width, height = picture.size
+    bgr = np.ascontiguousarray(np.asarray(picture.image)[:, :, ::-1])
+    out = engine(bgr, text_score=text_score, box_thresh=box_thresh)
+    if out.boxes is None or out.txts is None or out.scores is None:
+        return Found(data={"text": ""})
+    lines = [
+        line_entity(text, float(score), polygon_box(box, width, height), picture.page)
+        for box, text, score in zip(out.boxes, out.txts, out.scores, strict=True)
+        if text.strip()
+    ]
+    lines = reading_order(lines)
+    return Found(entities=lines, data={"text": "\n".join(e["text"] for e in lines)})
 
 
 def _no_spinning(stage: Any) -> None:
