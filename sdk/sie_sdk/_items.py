@@ -50,6 +50,7 @@ def normalize_item(item: Item | str) -> dict[str, Any]:
 
 DOCUMENT_SUFFIXES = {"pdf", "docx", "pptx", "xlsx", "html", "htm", "md", "markdown"}
 IMAGE_SUFFIXES = {"png", "jpg", "jpeg", "gif", "bmp", "webp", "tif", "tiff"}
+AUDIO_SUFFIXES = {"wav", "flac", "mp3", "ogg", "opus", "webm", "m4a"}
 
 
 def encode_document(document: Any) -> dict[str, Any]:
@@ -69,12 +70,16 @@ def encode_document(document: Any) -> dict[str, Any]:
 
 
 def from_file(path: str | os.PathLike[str], *, id: str | None = None) -> Item:
-    """An Item for a file: an image (PNG, JPEG, ...) as ``images``, anything else as ``document``."""
+    """An Item for a file: an image (PNG, JPEG, ...) as ``images``, audio (WAV, FLAC, MP3, Ogg, ...) as
+    ``audio``, anything else as ``document``."""
     file = Path(path)
     data = file.read_bytes()
     item: Item = {"id": id} if id is not None else {}
-    if file.suffix.lower().lstrip(".") in IMAGE_SUFFIXES:
+    suffix = file.suffix.lower().lstrip(".")
+    if suffix in IMAGE_SUFFIXES:
         item["images"] = [encode_image(data)]
+    elif suffix in AUDIO_SUFFIXES:
+        item["audio"] = {"data": data, "format": suffix}
     else:
         item["document"] = cast(DocumentInput, encode_document(file))
     return item

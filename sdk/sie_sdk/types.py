@@ -27,6 +27,15 @@ class DocumentInput(TypedDict, total=False):
     format: str
 
 
+class AudioInput(TypedDict, total=False):
+    """Audio: its bytes, a format hint (wav, flac, mp3, ogg; ``pcm`` for raw 16-bit mono) and, for raw
+    ``pcm``, its sample rate; the server sniffs the bytes."""
+
+    data: bytes
+    format: str
+    sample_rate: int
+
+
 class Item(TypedDict, total=False):
     """One input: text, images, or both; or a whole document (``from_file`` makes one from a path).
     ``id`` is echoed back in results."""
@@ -35,6 +44,7 @@ class Item(TypedDict, total=False):
     text: str
     images: list[ImageInput]
     document: DocumentInput | bytes | str | os.PathLike[str]
+    audio: AudioInput
     metadata: dict[str, Any]
     #: encode only, late chunking: ``[start, end)`` character spans of ``text``, one vector each
     spans: list[tuple[int, int]]

@@ -22,6 +22,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "FORBIDDEN"
     RATE_LIMITED = "RATE_LIMITED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    INVALID_OUTPUT = "INVALID_OUTPUT"
 
 
 ERROR_STATUS: dict[ErrorCode, int] = {
@@ -36,6 +37,7 @@ ERROR_STATUS: dict[ErrorCode, int] = {
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.DEADLINE_EXCEEDED: 504,
+    ErrorCode.INVALID_OUTPUT: 502,
 }
 
 
@@ -96,6 +98,13 @@ class DeadlineExceeded(SIEError):
     """The caller's ``X-SIE-Timeout-Ms`` passed before its answer was ready; its queued work is dropped."""
 
     code = ErrorCode.DEADLINE_EXCEEDED
+
+
+class InvalidOutput(SIEError):
+    """The model answered, but not in the format its config names (a guard's verdict that cannot be read):
+    not the caller's fault, and never replaced by a guess."""
+
+    code = ErrorCode.INVALID_OUTPUT
 
 
 class RateLimited(SIEError):

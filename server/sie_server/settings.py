@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sie_server.catalog.schema import CpuPrecision
 from sie_server.contract.limits import (
+    DEFAULT_MAX_AUDIO_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_DOCUMENT_PAGES,
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -111,6 +112,11 @@ class CommonSettings(CatalogSettings):
         description="pixels one image may declare (width x height), refused before it is decoded",
     )
     max_document_pages: int = Field(default=DEFAULT_MAX_DOCUMENT_PAGES, ge=1, description="pages of one document")
+    max_audio_seconds: float = Field(
+        default=DEFAULT_MAX_AUDIO_SECONDS,
+        gt=0,
+        description="seconds of audio in one item, refused from its header before decoding (or as decoding passes it)",
+    )
 
     @property
     def limits(self) -> Limits:
@@ -121,6 +127,7 @@ class CommonSettings(CatalogSettings):
             self.max_body_bytes,
             self.max_image_pixels,
             self.max_document_pages,
+            self.max_audio_seconds,
         )
 
     ack_wait_s: float = Field(

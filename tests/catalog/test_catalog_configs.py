@@ -309,7 +309,43 @@ def check_docling(adapter: Any, config: ModelConfig) -> None:
     assert config.tasks.extract.ocr_model in {load(path).id for path in FILES}
 
 
+def check_classifier(adapter: Any, config: ModelConfig) -> None:
+    """Each text's labels best first, scores in [0, 1]; NLI and GLiClass score the request's labels."""
+    from sie_server.adapters.runtime.options import ClassifyOptions
+
+    labels = () if config.adapter == "sequence_classifier" else ("invoice", "greeting")
+    options = ClassifyOptions.of(labels, None, None)
+    adapter.check(options)
+    rows = adapter.rows(TEXTS, options)
+    results = adapter.run(rows, options)
+    for k in range(len(TEXTS)):
+        mine = [(r, x) for r, x in zip(rows, results, strict=True) if r.data.text == k]
+        answer = adapter.combine([r for r, _ in mine], [x for _, x in mine], options)
+        scores = [label["score"] for label in answer.labels]
+        assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
+        assert len(scores) == (len(labels) or len(adapter.names))
+
+
+def check_speech(adapter: Any, config: ModelConfig) -> None:
+    """A second of a tone in, a transcript of the declared shape out (what tiny.en hears in it is its own)."""
+    import numpy as np
+
+    from sie_server.adapters.runtime.options import MediaOptions
+    from sie_server.adapters.speech.base import SAMPLE_RATE, Clip, clip_tokens
+
+    tone = (0.1 * np.sin(np.arange(SAMPLE_RATE) * 2 * np.pi * 440 / SAMPLE_RATE)).astype(np.float32)
+    options = MediaOptions.of(None, None, {"beam_size": 1})
+    adapter.check(options)
+    (found,) = adapter.run([clip_tokens(Clip(tone))], options)
+    assert found.data["duration_ms"] == 1000 and isinstance(found.data["text"], str)
+    assert isinstance(found.data["segments"], list) and found.data["language"]
+
+
 CHECKS: dict[str, Callable[[Any, ModelConfig], None]] = {
+    "faster_whisper": check_speech,
+    "nli": check_classifier,
+    "gliclass": check_classifier,
+    "sequence_classifier": check_classifier,
     "florence2": check_florence2,
     "docling": check_docling,
     "owlv2": check_detector,

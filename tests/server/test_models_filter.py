@@ -76,6 +76,7 @@ def test_models_list_by_family_shows_tasks_and_dims(catalog_dir: Path) -> None:
 def test_models_list_filters_the_table_and_refuses_unknown_values(catalog_dir: Path) -> None:
     table = models_list(catalog_dir, "--task", "extract").stdout
     rows = [line.split()[0] for line in table.splitlines()[1:] if line.startswith("test/")]
-    assert rows == ["test/slow-pictures", "test/tiny-gliner", "test/tiny-owlv2"]
+    guards = ["test/smollm2-guard", "test/tiny-guard", "test/tiny-guard-rigged"]  # causal LMs that extract verdicts
+    assert rows == sorted(["test/slow-pictures", "test/tiny-gliner", "test/tiny-owlv2", *guards])
     refused = models_list(catalog_dir, "--output", "colbert")
     assert refused.returncode == 2 and "dense" in refused.stderr and "muvera" in refused.stderr

@@ -9,6 +9,8 @@
     extractors/  extract on text: GLiNER, GLiNER2
     documents/   extract on whole documents: docling (parser.py: the DocumentParser contract)
     vision/      extract on pictures: PP-OCR (RapidOCR), Tesseract, Florence-2, OWLv2, Grounding DINO
+    speech/      extract on audio: Whisper through faster-whisper (CTranslate2) and transformers
+    classifiers/ extract on text as labels: zero-shot NLI, GLiClass, sequence-classification heads
     generators/  generate: transformers, llama.cpp, SGLang
 """
 
@@ -33,12 +35,17 @@ _FAMILIES: dict[str, tuple[str, str]] = {
     "colpali": ("sie_server.adapters.encoders.colpali", "ColPaliAdapter"),
     "gliner": ("sie_server.adapters.extractors.gliner", "GlinerAdapter"),
     "gliner2": ("sie_server.adapters.extractors.gliner2", "Gliner2Adapter"),
+    "nli": ("sie_server.adapters.classifiers.nli", "NliClassifier"),
+    "gliclass": ("sie_server.adapters.classifiers.gliclass", "GliClassAdapter"),
+    "sequence_classifier": ("sie_server.adapters.classifiers.sequence", "SequenceClassifier"),
     "docling": ("sie_server.adapters.documents.docling", "DoclingAdapter"),
     "rapidocr": ("sie_server.adapters.vision.rapidocr", "RapidOcrAdapter"),
     "tesseract": ("sie_server.adapters.vision.tesseract", "TesseractAdapter"),
     "florence2": ("sie_server.adapters.vision.florence2", "Florence2Adapter"),
     "owlv2": ("sie_server.adapters.vision.owlv2", "Owlv2Adapter"),
     "grounding_dino": ("sie_server.adapters.vision.grounding_dino", "GroundingDinoAdapter"),
+    "faster_whisper": ("sie_server.adapters.speech.faster_whisper", "FasterWhisperAdapter"),
+    "whisper": ("sie_server.adapters.speech.whisper", "WhisperAdapter"),
 }
 
 

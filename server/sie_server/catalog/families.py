@@ -16,7 +16,12 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "colpali": (frozenset({"encode"}), frozenset({"encode", "score"})),
     "gliner": (frozenset({"extract"}), frozenset({"extract"})),
     "gliner2": (frozenset({"extract"}), frozenset({"extract"})),
-    "causal_lm": (frozenset({"generate"}), frozenset({"generate"})),
+    # texts in, labels with scores out (adapters/classifiers)
+    "nli": (frozenset({"extract"}), frozenset({"extract"})),
+    "gliclass": (frozenset({"extract"}), frozenset({"extract"})),
+    "sequence_classifier": (frozenset({"extract"}), frozenset({"extract"})),
+    # causal LMs may add extract when their config names a guard format (tasks.extract.guard: a moderation verdict)
+    "causal_lm": (frozenset({"generate"}), frozenset({"generate", "extract"})),
     # documents and images in (adapters/documents, adapters/vision)
     "docling": (frozenset({"extract"}), frozenset({"extract"})),
     "rapidocr": (frozenset({"extract"}), frozenset({"extract"})),
@@ -24,7 +29,12 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "florence2": (frozenset({"extract"}), frozenset({"extract"})),
     "owlv2": (frozenset({"extract"}), frozenset({"extract"})),
     "grounding_dino": (frozenset({"extract"}), frozenset({"extract"})),
+    # audio in (adapters/speech)
+    "faster_whisper": (frozenset({"extract"}), frozenset({"extract"})),
+    "whisper": (frozenset({"extract"}), frozenset({"extract"})),
 }
+#: the families whose extract answers ``classifications`` for texts (engine/classify_extract.py)
+CLASSIFIERS = frozenset({"nli", "gliclass", "sequence_classifier"})
 #: what each family takes besides text ("document": a PDF's pages are rendered for a picture reader)
 MEDIA_INPUTS: dict[str, tuple[str, ...]] = {
     "clip": ("text", "image"),
@@ -35,6 +45,8 @@ MEDIA_INPUTS: dict[str, tuple[str, ...]] = {
     "florence2": ("image", "document"),
     "owlv2": ("image", "document"),
     "grounding_dino": ("image", "document"),
+    "faster_whisper": ("audio",),
+    "whisper": ("audio",),
 }
 
 SCORE_MODES = {
@@ -49,4 +61,4 @@ SCORE_MODES = {
     "colpali": "maxsim",
 }
 
-__all__ = ["FAMILIES", "MEDIA_INPUTS", "SCORE_MODES"]
+__all__ = ["CLASSIFIERS", "FAMILIES", "MEDIA_INPUTS", "SCORE_MODES"]

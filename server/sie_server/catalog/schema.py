@@ -7,12 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sie_server.catalog.families import FAMILIES, MEDIA_INPUTS, SCORE_MODES
+from sie_server.catalog.families import CLASSIFIERS, FAMILIES, MEDIA_INPUTS, SCORE_MODES
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _CUSTOM_ADAPTER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 #: precisions a CPU profile may allow, tried in the profile's order (see sie_server.adapters.runtime.precision)
 CpuPrecision = Literal["int8", "bf16", "fp32"]
+#: the verdict formats of generative guards (one parser module each in sie_server.adapters.guards)
+GuardFormat = Literal["qwen3guard", "llama_guard", "granite_guardian"]
 
 
 class Strict(BaseModel):
@@ -153,6 +155,16 @@ class ExtractTask(Strict):
         description="document parsers: the catalog id of the OCR model that reads pages without a text layer",
     )
     render_dpi: int = Field(default=200, ge=36, le=600, description="pages rendered for OCR: dots per inch")
+    safe_labels: list[str] = Field(
+        default_factory=list,
+        description="classifiers: the labels that mean nothing was found (a moderation model's OK, BENIGN): "
+        "/v1/moderations never flags them; the others are flagged at or above threshold",
+    )
+    guard: GuardFormat | None = Field(
+        default=None,
+        description="causal LMs: extract runs the model as a generative guard (its own moderation chat template, "
+        "greedy decoding) and reads its verdict in this format (adapters/guards/<format>.py)",
+    )
 
 
 class GenerateTask(Strict):
@@ -305,7 +317,7 @@ class ModelConfig(Strict):
     runtime: Runtime = Runtime()
     profiles: dict[Literal["cpu", "cuda"], Profile]
     description: str = ""
-    inputs_: list[Literal["text", "image", "document"]] | None = Field(
+    inputs_: list[Literal["text", "image", "document", "audio"]] | None = Field(
         default=None,
         alias="inputs",
         min_length=1,
@@ -343,6 +355,11 @@ class ModelConfig(Strict):
                 raise ValueError(f"a {self.adapter} model scores with mode: {mode}")
         elif not _CUSTOM_ADAPTER.match(self.adapter):
             raise ValueError(f"adapter must be one of {sorted(FAMILIES)} or 'package.module:Class'")
+        guard = self.tasks.extract.guard if self.tasks.extract is not None else None
+        if self.adapter == "causal_lm" and self.tasks.extract is not None and guard is None:
+            raise ValueError("a causal_lm model declares extract only as a guard: set tasks.extract.guard")
+        if guard is not None and self.adapter in FAMILIES and self.adapter != "causal_lm":
+            raise ValueError(f"tasks.extract.guard runs a causal_lm model as a guard, not a {self.adapter} model")
         if self.adapter in {"embedding", "decoder_embedding"} and (
             self.tasks.encode is None or self.tasks.encode.dense is None
         ):
@@ -362,12 +379,21 @@ class ModelConfig(Strict):
         return self.inputs == ["document"]
 
     @property
+    def classifies(self) -> bool:
+        """Whether its extract scores labels for texts (NLI, GLiClass, a sequence-classification head)."""
+        return self.adapter in CLASSIFIERS
+
+    @property
     def accepts_images(self) -> bool:
         return "image" in self.inputs
 
     @property
     def accepts_documents(self) -> bool:
         return "document" in self.inputs
+
+    @property
+    def accepts_audio(self) -> bool:
+        return "audio" in self.inputs
 
     def profile(self, device_kind: str) -> Profile:
         for kind, profile in self.profiles.items():

@@ -14,6 +14,9 @@ DEFAULT_MAX_TEXT_BYTES = 256 * 1024
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 DEFAULT_MAX_IMAGE_PIXELS = 64 * 10**6  # a 600 dpi A4 page is 35 MP
 DEFAULT_MAX_DOCUMENT_PAGES = 1000
+# an hour: a long meeting or call in one item; decoded for Whisper (16 kHz float32 mono) that is 230 MB, the
+# most one item may hold while it is decoded (its WAV is 115 MB: over the 64 MB body limit, send FLAC or MP3)
+DEFAULT_MAX_AUDIO_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class Limits:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
     max_document_pages: int = DEFAULT_MAX_DOCUMENT_PAGES
+    max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS
 
     def count(self, count: int) -> None:
         if count > self.max_items:
@@ -53,6 +57,12 @@ class Limits:
     def item(self, item: ItemIn, where: str, model: ModelConfig) -> None:
         """One item: a text; or, for models that take them, images (one for an image-text encoder) or a document."""
         takes = ", ".join(model.inputs)
+        if item.audio is not None:
+            if not model.accepts_audio:
+                raise InvalidInput(f"{where} has audio, but model {model.id} takes {takes}")
+            if item.images or item.document is not None:
+                raise InvalidInput(f"{where} has audio and images or a document; send one kind per item")
+            return
         if item.document is not None:
             if not model.accepts_documents:
                 raise InvalidInput(f"{where} has a document, but model {model.id} takes {takes}")
@@ -65,6 +75,8 @@ class Limits:
             if "text" in model.inputs and len(item.images) != 1:  # an image-text encoder: one vector per item
                 raise InvalidInput(f"{where} has {len(item.images)} images; send one image per item")
             return
+        if model.inputs == ["audio"]:
+            raise InvalidInput(f"{where} has no audio; model {model.id} takes audio")
         if "text" not in model.inputs:
             raise InvalidInput(f"{where} has no image or document; model {model.id} takes {takes}")
         if item.text is None:

@@ -19,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from sie_server.contract.grammar_wire import GrammarIn, ResponseFormat
+
 OutputType = Literal["dense", "sparse", "multivector", "muvera"]
 OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
 MIN_TEMPERATURE = 1e-3  # below it (but above 0) sampling divides logits into infinities: use 0 for greedy
@@ -92,6 +94,23 @@ class DocumentIn(Wire):
         return _base64(value, "document")
 
 
+MAX_SAMPLE_RATE = 384_000  # the highest rate audio interfaces record at; a rate past it is a mistake
+
+
+class AudioIn(Wire):
+    """Audio: ``format`` (wav, flac, mp3, ogg, webm, m4a; ``pcm`` for raw 16-bit little-endian mono) is a
+    hint, the bytes are sniffed; ``sample_rate`` (Hz) is what raw ``pcm`` was recorded at."""
+
+    data: bytes
+    format: str | None = None
+    sample_rate: Whole | None = Field(default=None, ge=1, le=MAX_SAMPLE_RATE)
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _decode(cls, value: Any) -> Any:
+        return _base64(value, "audio")
+
+
 MAX_IMAGES_PER_ITEM = 64
 
 
@@ -100,7 +119,12 @@ class ItemIn(Wire):
     text: str | None = None
     images: list[ImageIn] | None = Field(default=None, max_length=MAX_IMAGES_PER_ITEM)
     document: DocumentIn | None = None
-    metadata: dict[str, Any] | None = None
+    audio: AudioIn | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="the caller's own fields; generative guards read `response` (a string: the assistant "
+        "response to judge beside `text`, the user's prompt)",
+    )
 
     def id_at(self, index: int) -> str:
         """Its id, or the one a server gives an item without one: ``item-<index>``."""
@@ -266,6 +290,9 @@ class GenerateRequest(Wire):
     stop: Stops = None
     seed: Seed | None = None
     stream: StrictBool = False
+    grammar: GrammarIn | None = Field(
+        default=None, description="constrain the output: exactly one of json_schema, regex or ebnf"
+    )
 
 
 class OpenAISampling(BaseModel):
@@ -279,6 +306,7 @@ class OpenAISampling(BaseModel):
     seed: Seed | None = None
     stream: StrictBool = False
     n: Whole = Field(default=1, ge=1, le=1)
+    response_format: ResponseFormat | None = None
 
     def native(
         self, max_new_tokens: int, prompt: str | None = None, messages: list[Message] | None = None
@@ -292,6 +320,7 @@ class OpenAISampling(BaseModel):
             top_p=self.top_p,
             stop=self.stop,
             seed=self.seed,
+            grammar=self.response_format.grammar() if self.response_format is not None else None,
         )
 
 

@@ -14,6 +14,7 @@ from sie_server.contract.responses import (
     SchemaResult,
 )
 from sie_server.engine.media_extract import MediaItem, Outcome
+from sie_server.engine.speech_extract import AudioItem
 
 
 def media_item(item: ItemIn, item_id: str) -> MediaItem:
@@ -24,6 +25,14 @@ def media_item(item: ItemIn, item_id: str) -> MediaItem:
         document=document.data if document is not None else None,
         document_format=document.format if document is not None else None,
     )
+
+
+def audio_item(item: ItemIn, item_id: str) -> AudioItem | None:
+    """An item's audio for a speech model (None: it has none)."""
+    audio = item.audio
+    if audio is None:
+        return None
+    return AudioItem(id=item_id, data=audio.data, format=audio.format, sample_rate=audio.sample_rate)
 
 
 def media_answer(item_id: str, outcome: Outcome) -> ExtractedItem:

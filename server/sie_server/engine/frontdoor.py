@@ -38,9 +38,12 @@ from sie_server.contract.status import StatusReport
 from sie_server.cpu_features import detect
 from sie_server.drain import shutting_down
 from sie_server.engine import service as engine
+from sie_server.engine.classify_extract import classify_answer
 from sie_server.engine.document_extract import extract_documents
 from sie_server.engine.extract_answers import media_answer, media_item, schema_answer
 from sie_server.engine.generation import GenerationService, usage
+from sie_server.engine.grammar import GrammarSpec
+from sie_server.engine.guard_extract import extract_guarded
 from sie_server.engine.leftovers import fail_leftovers
 from sie_server.engine.lora_tasks import requested_task
 from sie_server.engine.media_extract import extract_pictures
@@ -48,6 +51,7 @@ from sie_server.engine.model_report import memory_report, model_info
 from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.sequences import SamplingParams, Sequence
+from sie_server.engine.speech_extract import speech_answer
 from sie_server.engine.status_report import ServerStatus
 from sie_server.errors import SIEError
 from sie_server.memory.pool import ModelPool
@@ -229,8 +233,14 @@ class EngineFrontDoor:
 
     async def extract(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
         params = request.params
+        if model.accepts_audio:  # speech to text: a transcript per item, per-item errors
+            return await speech_answer(self.inference, model, request, call, self.limits)
         if "text" not in model.inputs:  # images and documents: OCR, detectors, document parsers
             return await self._extract_media(model, request, call)
+        if model.tasks.extract is not None and model.tasks.extract.guard:  # generative guards, on the decode loop
+            return await extract_guarded(self.generation, model, request, call)
+        if model.classifies:  # NLI, GLiClass, sequence heads: labels per text, per-item errors
+            return await classify_answer(self.inference, model, request, call)
         outcome = await self.inference.extract(
             model,
             _inputs(request.items),
@@ -274,6 +284,7 @@ class EngineFrontDoor:
             request.top_p,
             (stop,) if isinstance(stop, str) else tuple(stop or ()),
             request.seed,
+            GrammarSpec.of(request.grammar) if request.grammar is not None else None,
         )
         messages = [m.model_dump() for m in request.messages] if request.messages is not None else None
         seq, _ = await self.generation.start(

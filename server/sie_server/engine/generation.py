@@ -30,6 +30,7 @@ from sie_server.adapters.runtime.generator import Generator, StreamingGenerator
 from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
 from sie_server.engine import isolation
+from sie_server.engine.grammar import Constraint, GrammarSpec, check_grammar
 from sie_server.engine.sampling import sample_rows
 from sie_server.engine.sequences import SamplingParams, Sequence
 from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
@@ -45,6 +46,21 @@ def generator(model: ModelConfig, adapter: ModelAdapter) -> Generator:
     if not isinstance(adapter, Generator):
         raise InvalidInput(f"model {model.id} does not support generate")
     return adapter
+
+
+def constraint_for(model: ModelConfig, adapter: Generator, spec: GrammarSpec) -> Constraint:
+    """A new sequence's grammar state; InvalidInput (400, this request only) for a grammar the engine refuses
+    or a model whose backend cannot be constrained."""
+    try:
+        vocabulary = None if isinstance(adapter, StreamingGenerator) else adapter.grammar_tokenizer()
+    except Exception as exc:  # a vocabulary the engine cannot read (no byte-level decoder, a slow tokenizer)
+        log.warning("%s: the grammar engine cannot read the vocabulary (%r)", model.id, exc)
+        raise InvalidInput(
+            f"model {model.id} cannot constrain its output: the grammar engine cannot read its tokenizer ({exc})"
+        ) from None
+    if vocabulary is None:
+        raise InvalidInput(f"model {model.id} cannot constrain its output to a grammar on its backend")
+    return Constraint(vocabulary, check_grammar(spec, vocabulary), int(vocabulary.vocab_size))
 
 
 def _join(adapter: Generator, batch: Any, rows: list[Sequence], model_id: str) -> tuple[Any, list[int | SIEError]]:
@@ -228,13 +244,19 @@ class DecodeLoop:
     @staticmethod
     def _add(adapter: Generator, seq: Sequence, token: int) -> None:
         assert seq.detokenizer is not None
+        if seq.constraint is not None:
+            seq.constraint.take(token)
         if token in adapter.eos_ids:
             seq.finish_reason = "stop"
             seq.append(seq.detokenizer.flush())
             return
         seq.generated.append(token)
         piece = seq.detokenizer.add(token)
-        if len(seq.generated) >= seq.params.max_new_tokens:
+        if seq.constraint is not None and seq.constraint.finished:  # the grammar is complete: nothing may follow
+            seq.append(piece + seq.detokenizer.flush())
+            seq.finish_reason = seq.finish_reason or "stop"
+            seq.append("")
+        elif len(seq.generated) >= seq.params.max_new_tokens:
             piece += seq.detokenizer.flush()
             seq.append(piece)
             seq.finish_reason = seq.finish_reason or "length"
@@ -301,6 +323,8 @@ class GenerationService:
                 f"prompt + max_new_tokens is {total} tokens; model {model.id} serves at most {budget} per sequence"
             )
         seq = Sequence(ids, params)
+        if params.grammar is not None:
+            seq.constraint = await asyncio.to_thread(constraint_for, model, adapter, params.grammar)
         if isinstance(adapter, StreamingGenerator):  # SGLang batches and decodes on its own
             task = asyncio.get_running_loop().create_task(self._native(adapter, seq))
             self._native_tasks.add(task)

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from sie_server.adapters.runtime.generator import Sampling
+from sie_server.engine.grammar import Constraint, mask_logits
 from sie_server.errors import InferenceError, InvalidInput, SIEError
 
 
@@ -21,6 +22,9 @@ class Row(Protocol):
 
     @property
     def generator(self) -> torch.Generator | None: ...
+
+    @property
+    def constraint(self) -> Constraint | None: ...
 
 
 def _host(logits: torch.Tensor) -> np.ndarray:
@@ -95,6 +99,11 @@ def sample_rows(logits: torch.Tensor, rows: Sequence[Row], model_id: str) -> lis
         InferenceError(f"model {model_id} produced non-finite scores for this sequence") for _ in rows
     ]
     good = [i for i, ok in enumerate(healthy) if ok]
+    if any(rows[i].constraint is not None for i in good):
+        logits, failed = _constrained(logits, rows, good)
+        for i, error in failed.items():
+            outcomes[i] = error
+        good = [i for i in good if i not in failed]
     if not good:
         return outcomes
     try:
@@ -106,6 +115,35 @@ def sample_rows(logits: torch.Tensor, rows: Sequence[Row], model_id: str) -> lis
         for i, token in zip(good, tokens, strict=True):
             outcomes[i] = token
     return outcomes
+
+
+def _constrained(
+    logits: torch.Tensor, rows: Sequence[Row], good: list[int]
+) -> tuple[torch.Tensor, dict[int, SIEError]]:
+    """The logits with each constrained row's disallowed tokens at -inf (free rows untouched), and the
+    rows whose grammar failed or allows no token at all (each its own error)."""
+    failed: dict[int, SIEError] = {}
+    on_host = logits.device.type == "cpu" and logits.dtype == torch.float32
+    host = _host(logits) if on_host else None  # a view of the logits, written in place
+    for i in good:
+        constraint = rows[i].constraint
+        if constraint is None:
+            continue
+        try:
+            allowed = constraint.allowed()
+        except SIEError as exc:
+            failed[i] = exc
+            continue
+        if not allowed.any():
+            failed[i] = InferenceError("the grammar allows no next token")
+            continue
+        if host is not None:
+            mask_logits(host[i], allowed)
+        else:
+            keep = torch.zeros(logits.shape[-1], dtype=torch.bool)
+            keep[: min(len(allowed), logits.shape[-1])] = torch.from_numpy(allowed[: logits.shape[-1]])
+            logits[i].masked_fill_(~keep.to(logits.device), float("-inf"))
+    return logits, failed
 
 
 def _alone(logits: torch.Tensor, row: Row, model_id: str) -> int | SIEError:

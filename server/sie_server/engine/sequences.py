@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from sie_server.adapters.runtime.generator import Detokenizer
+from sie_server.engine.grammar import Constraint, GrammarSpec
 from sie_server.errors import SIEError
 from sie_server.observability import tracing
 
@@ -22,6 +23,7 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    grammar: GrammarSpec | None = None  # the output must match it (engine/grammar.py)
 
     @property
     def hold_back(self) -> int:
@@ -43,6 +45,7 @@ class Sequence:
     error: SIEError | None = None
     completion_tokens: int | None = None  # when the backend counts them itself (SGLang)
     detokenizer: Detokenizer | None = None
+    constraint: Constraint | None = None  # its grammar's state, when its params have one
     queued_at: float = field(default_factory=time.monotonic)
     admitted_at: float | None = None  # when it joined the running batch
     trace: Any = field(default_factory=tracing.current)  # its request's span (None when tracing is off)

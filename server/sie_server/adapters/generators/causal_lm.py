@@ -44,6 +44,7 @@ class CausalLMAdapter(Generator):
     tokenizer: Any = None
     _cache_kwarg: str = "past_key_values"
     _last_logits_only: bool = False
+    _grammar_vocab: Any = None
 
     def load(self, weights: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -69,7 +70,7 @@ class CausalLMAdapter(Generator):
         self._last_logits_only = "logits_to_keep" in parameters
 
     def unload(self) -> None:
-        self.model = None
+        self.model = self._grammar_vocab = None
         gc.collect()
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -82,6 +83,16 @@ class CausalLMAdapter(Generator):
     def warmup(self) -> None:
         batch, _ = self.prefill([self.prompt_ids("hello", None)])
         self.decode(batch, [self.eos_token_or(0)], [batch.mask.shape[1]])
+
+    def grammar_tokenizer(self) -> Any:
+        if self._grammar_vocab is None:
+            import llguidance.hf
+
+            width = int(self.model.get_output_embeddings().weight.shape[0])  # the logits' width
+            self._grammar_vocab = llguidance.hf.from_tokenizer(
+                self.tokenizer, n_vocab=width, eos_token=sorted(self.eos_ids) or None
+            )
+        return self._grammar_vocab
 
     def eos_token_or(self, default: int) -> int:
         return next(iter(sorted(self.eos_ids)), default)

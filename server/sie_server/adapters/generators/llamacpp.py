@@ -62,6 +62,7 @@ class LlamaCppAdapter(Generator):
     _kv_bytes: int = 0
     _model_bytes: int = 0
     _template: Any = None
+    _grammar_vocab: Any = None
     _free_ids: list[int]
     _bos_text: str = ""
     _eos_text: str = ""
@@ -142,12 +143,21 @@ class LlamaCppAdapter(Generator):
             llama.llama_free(self._ctx)
         if self._model is not None:
             llama.llama_model_free(self._model)
-        self._batch = self._ctx = self._model = None
+        self._batch = self._ctx = self._model = self._grammar_vocab = None
 
     def resident_bytes(self) -> int:
         """The weights as llama.cpp holds them (quantized). Its KV cache, allocated whole at load, is the
         model's reserve in the memory budget (``memory.estimate.gguf_estimate``), so it is not counted here."""
         return self._model_bytes if self._ctx is not None else 0
+
+    def grammar_tokenizer(self) -> Any:
+        if self._grammar_vocab is None:
+            import llguidance.llamacpp
+
+            self._grammar_vocab = llguidance.llamacpp.lltokenizer_from_vocab(
+                self._vocab, n_vocab=self._n_vocab, eos_token=sorted(self.eos_ids) or None
+            )
+        return self._grammar_vocab
 
     @property
     def kv_bytes(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from sie_server.adapters.runtime.base import ModelAdapter, Tokens
 from sie_server.adapters.runtime.options import (
+    ClassifyOptions,
     DocumentOptions,
     EncodeOptions,
     EncodeOutput,
@@ -25,7 +26,7 @@ from sie_server.adapters.runtime.options import (
     Span,
 )
 
-Opts = TypeVar("Opts", EncodeOptions, ScoreOptions, ExtractOptions, MediaOptions, DocumentOptions)
+Opts = TypeVar("Opts", EncodeOptions, ScoreOptions, ExtractOptions, MediaOptions, DocumentOptions, ClassifyOptions)
 
 WARMUP_TEXT = "warm up the kernels " * 4
 

@@ -110,6 +110,12 @@ class Generator(ModelAdapter):
     def discard(self, batch: Any) -> None:
         """Free every row of a batch that is abandoned (the loop failed or stopped)."""
 
+    def grammar_tokenizer(self) -> Any:
+        """The vocabulary as the grammar engine (llguidance) sees it, built once per load: an
+        ``LLTokenizer`` whose size is the width of the logits ``prefill`` and ``decode`` answer.
+        None: this model cannot constrain its output."""
+        return None
+
 
 class Sampling(Protocol):
     """How one sequence is sampled (the engine's ``SamplingParams``)."""

@@ -95,7 +95,31 @@ class DocumentOptions:
     max_pages: int = 1000
 
 
-BatchOptions = EncodeOptions | ScoreOptions | ExtractOptions | MediaOptions | DocumentOptions
+@dataclass(frozen=True, slots=True)
+class ClassifyOptions:
+    """A text-classification batch (NLI zero-shot, GLiClass, sequence-classification heads): the labels
+    to score, the request's threshold, and its ``params.options`` as canonical JSON (a hypothesis
+    template, multi_label) so that only requests asking the same thing share a batch."""
+
+    task: ClassVar[str] = "extract"
+
+    labels: tuple[str, ...] = ()
+    threshold: float | None = None
+    options: str = "{}"
+
+    @classmethod
+    def of(
+        cls, labels: Iterable[str] | None, threshold: float | None, options: dict[str, Any] | None
+    ) -> ClassifyOptions:
+        return cls(tuple(labels or ()), threshold, json.dumps(options or {}, sort_keys=True, separators=(",", ":")))
+
+    def settings(self) -> dict[str, Any]:
+        """``params.options`` as the request gave them."""
+        found: dict[str, Any] = json.loads(self.options)
+        return found
+
+
+BatchOptions = EncodeOptions | ScoreOptions | ExtractOptions | MediaOptions | DocumentOptions | ClassifyOptions
 
 
 class EncodeOutput(TypedDict, total=False):

@@ -1,0 +1,111 @@
+"""Extract on a text classifier: each item's labels best first, or that item's own error.
+
+The items' texts become rows (``TextClassifier.rows``: one per (text, label) pair for NLI, one per
+text otherwise) queued together on the shared scheduler, so a request's rows are batched with each
+other and with other callers' rows for the same model and options. An empty text is that item's
+``error`` (invalid_input) and its neighbours are answered; so is an item whose rows failed or ran
+past ``X-SIE-Timeout-Ms`` (``run_each``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.classify import Classified, TextClassifier
+from sie_server.adapters.runtime.media import Found, MediaLabel
+from sie_server.adapters.runtime.options import ClassifyOptions
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.requests import ExtractRequest
+from sie_server.contract.responses import ExtractResponse, Timing
+from sie_server.engine.extract_answers import media_answer
+from sie_server.engine.media_extract import Queue, run_each
+from sie_server.engine.service import Timing as Clock
+from sie_server.engine.tokenizing import TokenizerThread
+from sie_server.errors import InvalidInput, SIEError
+
+
+class ClassifyQueue(Queue, Protocol):
+    """What classification needs of the service: its pool, scheduler and tokenizer thread."""
+
+    tokenizer: TokenizerThread
+
+
+Outcome = Classified | SIEError
+
+
+def options_of(request: ExtractRequest) -> ClassifyOptions:
+    params = request.params
+    if params is not None and params.schema_ is not None:
+        raise InvalidInput("params.schema is for GLiNER2 models; a classifier takes params.labels")
+    return ClassifyOptions.of(
+        params.labels if params else None,
+        params.threshold if params else None,
+        params.options if params else None,
+    )
+
+
+async def classify_texts(
+    service: ClassifyQueue,
+    model: ModelConfig,
+    texts: list[str],
+    options: ClassifyOptions,
+    call: CallOptions,
+    timing: Clock,
+) -> tuple[list[Outcome], list[int]]:
+    """Each text's labels, or its own error, and the tokens its rows ran; a request the model cannot
+    serve at all raises InvalidInput."""
+    adapter = await service.pool.acquire(model, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
+    if not isinstance(adapter, TextClassifier):
+        raise InvalidInput(f"model {model.id} does not classify texts (its adapter is {model.adapter})")
+    adapter.check(options)
+    outcomes: list[Outcome | None] = [None] * len(texts)
+    good: list[int] = []
+    for k, text in enumerate(texts):
+        if text.strip():
+            good.append(k)
+        else:
+            outcomes[k] = InvalidInput(f"items[{k}].text is empty: there is nothing to classify")
+    started = time.perf_counter()
+    rows = await service.tokenizer.run(lambda ts: adapter.rows(ts, options), [texts[k] for k in good], split=False)
+    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    results = await run_each(service, model, rows, options, call, timing)
+    per_text: dict[int, list[tuple[Tokens, object]]] = {k: [] for k in range(len(good))}
+    tokens = [0] * len(texts)
+    for row, result in zip(rows, results, strict=True):
+        per_text[row.data.text].append((row, result))
+        tokens[good[row.data.text]] += row.length
+    for position, pairs in per_text.items():
+        failed = next((r for _, r in pairs if isinstance(r, SIEError)), None)
+        outcomes[good[position]] = failed or adapter.combine([t for t, _ in pairs], [r for _, r in pairs], options)
+    return [o if o is not None else InvalidInput("no answer") for o in outcomes], tokens
+
+
+def _found(outcome: Outcome, tokens: int) -> Found | SIEError:
+    if isinstance(outcome, SIEError):
+        return outcome
+    labels = [MediaLabel(label=label["label"], score=label["score"]) for label in outcome.labels]
+    return Found(classifications=labels, data={"scores": outcome.scores, "tokens": tokens})
+
+
+async def classify_answer(
+    service: ClassifyQueue, model: ModelConfig, request: ExtractRequest, call: CallOptions
+) -> ExtractResponse:
+    """The extract answer of a classifier: ``classifications`` best first, ``data.scores`` every label's
+    score in the model's (or the request's) label order and ``data.tokens`` the tokens it ran, or the
+    item's ``error``."""
+    clock = Clock()
+    ids = [item.id_at(k) for k, item in enumerate(request.items)]
+    texts = [item.text or "" for item in request.items]
+    outcomes, tokens = await classify_texts(service, model, texts, options_of(request), call, clock)
+    items = [media_answer(i, _found(o, n)) for i, o, n in zip(ids, outcomes, tokens, strict=True)]
+    t = clock.as_dict()
+    timing = Timing.model_construct(
+        total_ms=t["total_ms"],
+        queue_ms=t["queue_ms"],
+        tokenization_ms=t["tokenization_ms"],
+        inference_ms=t["inference_ms"],
+    )
+    return ExtractResponse(model=model.id, items=items, timing=timing)

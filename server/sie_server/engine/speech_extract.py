@@ -1,0 +1,100 @@
+"""Extract from audio: each item's clip on the shared queue, one error per failed item.
+
+An item's audio is screened and decoded off the event loop (``engine/audio_inputs.py``), then queued
+as one item costed by its seconds (``adapters/speech/base.py``), batched with every other caller's
+clips for the same model and options. Audio that is not audio, too long or undecodable fails its own
+item; its neighbours are answered (as pictures are, ``engine/media_extract.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from sie_server.adapters.runtime.options import MediaOptions
+from sie_server.adapters.speech.base import SAMPLE_RATE, Clip, SpeechToText, clip_tokens
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.limits import Limits
+from sie_server.contract.requests import ExtractRequest
+from sie_server.contract.responses import ExtractResponse
+from sie_server.contract.responses import Timing as ResponseTiming
+from sie_server.engine.audio_inputs import read_audio
+from sie_server.engine.media_extract import Outcome, Queue, Timing, run_each
+from sie_server.errors import InvalidInput, SIEError
+
+
+@dataclass(frozen=True)
+class AudioItem:
+    """One extract item's audio: its bytes and the caller's format and sample-rate hints."""
+
+    id: str
+    data: bytes
+    format: str | None = None
+    sample_rate: int | None = None
+
+
+async def extract_speech(
+    service: Queue,
+    model: ModelConfig,
+    items: list[AudioItem | None],
+    options: MediaOptions,
+    call: CallOptions,
+    limits: Limits,
+    timing: Timing,
+) -> list[Outcome]:
+    """Each item's transcript, or its own error (an item without audio is refused by the limits first)."""
+    adapter = await service.pool.acquire(model, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
+    if not isinstance(adapter, SpeechToText):
+        raise InvalidInput(f"model {model.id} does not transcribe audio (its adapter is {model.adapter})")
+    adapter.check(options)
+    started = time.perf_counter()
+    prepared = await asyncio.gather(*(_prepare(item, f"items[{k}]", limits) for k, item in enumerate(items)))
+    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    clips = [(k, c) for k, c in enumerate(prepared) if isinstance(c, Clip)]
+    answers = await run_each(service, model, [clip_tokens(c) for _, c in clips], options, call, timing)
+    outcomes: list[Outcome] = [p if isinstance(p, SIEError) else InvalidInput("not transcribed") for p in prepared]
+    for (k, _), answer in zip(clips, answers, strict=True):
+        outcomes[k] = answer
+    return outcomes
+
+
+async def _prepare(item: AudioItem | None, where: str, limits: Limits) -> Clip | SIEError:
+    if item is None:
+        return InvalidInput(f"{where} has no audio")
+    try:
+        samples = await asyncio.to_thread(
+            read_audio, item.data, item.format, item.sample_rate, where, SAMPLE_RATE, limits.max_audio_seconds
+        )
+    except SIEError as exc:
+        return exc
+    return Clip(samples)
+
+
+async def speech_answer(
+    service: Queue, model: ModelConfig, request: ExtractRequest, call: CallOptions, limits: Limits
+) -> ExtractResponse:
+    """``extract`` on a speech model: each item's transcript in ``data``, or that item's ``error``."""
+    from sie_server.engine.extract_answers import audio_item, media_answer
+    from sie_server.engine.service import Timing as EngineTiming
+
+    params = request.params
+    options = MediaOptions.of(
+        params.labels if params else None, params.threshold if params else None, params.options if params else None
+    )
+    ids = [item.id_at(k) for k, item in enumerate(request.items)]
+    items = [audio_item(item, i) for item, i in zip(request.items, ids, strict=True)]
+    timing = EngineTiming()
+    outcomes = await extract_speech(service, model, items, options, call, limits, timing)
+    t = timing.as_dict()
+    return ExtractResponse(
+        model=model.id,
+        items=[media_answer(i, outcome) for i, outcome in zip(ids, outcomes, strict=True)],
+        timing=ResponseTiming.model_construct(
+            total_ms=t["total_ms"],
+            queue_ms=t["queue_ms"],
+            tokenization_ms=t["tokenization_ms"],
+            inference_ms=t["inference_ms"],
+        ),
+    )
