@@ -25,14 +25,14 @@ def event(answer: BaseModel | dict[str, object]) -> bytes:
 
 def sse(
     stream: TextStream,
-    chunk: Callable[[str], BaseModel],
+    chunk: Callable[[str], BaseModel | None],
     final: Callable[[TextStream], Sequence[BaseModel]],
     call: CallOptions,
     shape: envelope.Shape = envelope.Shape.SIE,
 ) -> StreamingResponse:
-    """``data: <chunk>`` per piece of text, then the final events, then ``data: [DONE]``. A failure
-    part way (or the caller's deadline passing) is an error event in the route's envelope. Closing
-    the response (the caller left) cancels the generation."""
+    """``data: <chunk>`` per piece of text (none where ``chunk`` answers None), then the final events,
+    then ``data: [DONE]``. A failure part way (or the caller's deadline passing) is an error event in
+    the route's envelope. Closing the response (the caller left) cancels the generation."""
 
     async def events() -> AsyncIterator[bytes]:
         finished = False
@@ -43,7 +43,9 @@ def sse(
                     delta = await next_within(deltas, call)
                 except StopAsyncIteration:
                     break
-                yield event(chunk(delta))
+                piece = chunk(delta)
+                if piece is not None:  # None: this piece is held for the final events
+                    yield event(piece)
             for last in final(stream):
                 yield event(last)
             finished = True

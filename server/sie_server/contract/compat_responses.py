@@ -3,7 +3,9 @@ and Cohere / Jina rerank (the compatibility routes build them; their own docs de
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from sie_server.contract.responses import Array, KeepNone, Sparse, Usage
 
@@ -28,9 +30,35 @@ class OpenAIEmbeddingsResponse(KeepNone):
     usage: EmbeddingUsage
 
 
+class FunctionCallOut(KeepNone):
+    name: str
+    arguments: str  # a JSON object as a string, as OpenAI sends it
+
+
+class ToolCallOut(KeepNone):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallOut
+
+
 class ChatMessageOut(KeepNone):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None  # None when the answer is tool calls
+    tool_calls: list[ToolCallOut] | None = None
+
+    @model_serializer(mode="wrap")
+    def _no_empty_calls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("tool_calls") is None:
+            dumped.pop("tool_calls", None)
+        return dumped
+
+
+class ToolCallDelta(Sparse):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionCallOut | None = None
 
 
 class ChatChoice(KeepNone):
@@ -52,6 +80,7 @@ class ChatCompletion(KeepNone):
 class ChatDelta(Sparse):
     role: Literal["assistant"] | None = None  # on the first chunk only
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChatChunkChoice(KeepNone):

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from sie_server.contract.grammar_wire import GrammarIn, ResponseFormat
+from sie_server.contract.tools_wire import ChatMessageIn, Tool, ToolChoice
 
 OutputType = Literal["dense", "sparse", "multivector", "muvera"]
 OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
@@ -325,9 +326,12 @@ class OpenAISampling(BaseModel):
 
 
 class ChatCompletionRequest(OpenAISampling):
-    """OpenAI chat completions."""
+    """OpenAI chat completions, with tool calling (api/tool_calls.py)."""
 
-    messages: list[Message] = Field(min_length=1)
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: StrictBool = True
     max_tokens: Whole | None = Field(default=None, ge=1)
     max_completion_tokens: Whole | None = Field(default=None, ge=1)
 

@@ -10,6 +10,7 @@ from typing import Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from sie_server.api import tool_calls
 from sie_server.api.body import json_response, parse, render
 from sie_server.api.context import MODEL, call, model_for, service
 from sie_server.api.deadlines import within
@@ -26,12 +27,15 @@ from sie_server.contract.compat_responses import (
     ChatMessageOut,
     Completion,
     CompletionChoice,
+    FunctionCallOut,
+    ToolCallDelta,
+    ToolCallOut,
 )
 from sie_server.contract.envelope import Shape
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ChatCompletionRequest, CompletionRequest, GenerateRequest
-from sie_server.contract.responses import GenerateChunk, GenerateResponse
+from sie_server.contract.responses import GenerateChunk, GenerateResponse, Usage
 from sie_server.errors import InvalidInput
 
 router = APIRouter(tags=["generate"])
@@ -78,26 +82,48 @@ async def generate(request: Request, model: str = MODEL) -> Response:
 async def chat_completions(request: Request) -> Response:
     body = await parse(request, ChatCompletionRequest, service(request).limits.max_body_bytes)
     config = model_for(request, body.model, "generate")
-    native = body.native(body.max_completion_tokens or body.max_tokens or 256, messages=body.messages)
+    formatted = body.response_format.grammar() if body.response_format is not None else None
+    tools = tool_calls.plan(body.messages, body.tools, body.tool_choice, body.parallel_tool_calls, formatted)
+    native = body.native(body.max_completion_tokens or body.max_tokens or 256, messages=tools.messages)
+    native = native.model_copy(update={"grammar": tools.grammar})
     options = call(request)
     stream = await start(request, config, native, options)
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+
+    def chunk(choice: ChatChunkChoice, usage: Usage | None = None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(id=ident, created=created, model=config.id, choices=[choice], usage=usage)
+
     if body.stream:
         first = [True]
 
-        def chunk(delta: str) -> ChatCompletionChunk:
+        def piece(delta: str) -> ChatCompletionChunk | None:
+            if tools.active:  # a call or an answer is known once the JSON object is whole: sent at the end
+                return None
             role: Literal["assistant"] | None = "assistant" if first[0] else None
             first[0] = False
-            choice = ChatChunkChoice(delta=ChatDelta(role=role, content=delta))
-            return ChatCompletionChunk(id=ident, created=created, model=config.id, choices=[choice])
+            return chunk(ChatChunkChoice(delta=ChatDelta(role=role, content=delta)))
 
         def final(s: TextStream) -> list[ChatCompletionChunk]:
-            done = ChatChunkChoice(delta=ChatDelta(), finish_reason=s.finish_reason)
-            return [ChatCompletionChunk(id=ident, created=created, model=config.id, choices=[done], usage=s.usage)]
+            content, calls = tools.answer(s.text, s.finish_reason)
+            events = []
+            if tools.active:
+                deltas = [ToolCallDelta(index=k, id=c.id, type="function",
+                                        function=FunctionCallOut(name=c.function.name, arguments=c.function.arguments))
+                          for k, c in enumerate(calls)]  # fmt: skip
+                events.append(chunk(ChatChunkChoice(delta=ChatDelta(role="assistant", content=content,
+                                                                    tool_calls=deltas or None))))  # fmt: skip
+            reason = "tool_calls" if calls else s.finish_reason
+            return [*events, chunk(ChatChunkChoice(delta=ChatDelta(), finish_reason=reason), s.usage)]
 
-        return sse(stream, chunk, final, options, Shape.OPENAI)
+        return sse(stream, piece, final, options, Shape.OPENAI)
     await whole(stream, options)
-    choice = ChatChoice(message=ChatMessageOut(content=stream.text), finish_reason=stream.finish_reason)
+    content, calls = tools.answer(stream.text, stream.finish_reason)
+    out_calls = [
+        ToolCallOut(id=c.id, function=FunctionCallOut(name=c.function.name, arguments=c.function.arguments))
+        for c in calls
+    ]
+    message = ChatMessageOut(content=content, tool_calls=out_calls or None)
+    choice = ChatChoice(message=message, finish_reason="tool_calls" if calls else stream.finish_reason)
     answer = ChatCompletion(id=ident, created=created, model=config.id, choices=[choice], usage=stream.usage)
     return json_response(answer)
 

@@ -1,0 +1,91 @@
+"""Wire models of OpenAI's tool calling on chat completions: the messages a client sends (content as a
+string or text parts, assistant ``tool_calls``, ``tool`` results), ``tools`` and ``tool_choice``, and the
+``tool_calls`` an answer carries."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for function names
+MAX_TOOLS = 128
+
+
+class _Open(BaseModel):
+    # OpenAI's clients send fields this server does not use (audio, refusal, annotations): accepted, ignored
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class TextPart(_Open):
+    type: str
+    text: str | None = None
+
+
+class FunctionCall(_Open):
+    name: str
+    arguments: str = "{}"  # a JSON object, as a string (OpenAI's wire)
+
+
+class ToolCall(_Open):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessageIn(_Open):
+    """A chat message as OpenAI's clients send it."""
+
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        """The content as one string (text parts joined; other parts are refused)."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        for part in self.content:
+            if part.type != "text" or part.text is None:
+                raise ValueError(f"a {self.role} message part of type {part.type!r}: this server reads text parts only")
+        return "".join(part.text or "" for part in self.content)
+
+
+class FunctionSpec(_Open):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not FUNCTION_NAME.match(value):
+            raise ValueError("a function name is 1 to 64 letters, digits, underscores or dashes")
+        return value
+
+
+class Tool(_Open):
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+
+class NamedFunction(_Open):
+    name: str
+
+
+class NamedToolChoice(_Open):
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:
+    return ToolCall(id=call_id, function=FunctionCall(name=name, arguments=json.dumps(arguments)))
