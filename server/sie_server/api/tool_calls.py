@@ -36,7 +36,7 @@ MAX_PARALLEL_CALLS = 8
 INSTRUCTIONS = (
     "You can call these tools (JSON Schema of each one's arguments):\n{tools}\n\n"
     'Reply with one JSON object. To call tools: {{"tool_calls": [{{"name": "<tool name>", "arguments": '
-    '{{...}}}}]}}. {answer}'
+    "{{...}}}}]}}. {answer}"
 )
 ANSWER = 'To answer the user directly instead: {"content": "<your answer>"}.'
 MUST_CALL = "You must call a tool."
