@@ -14,7 +14,19 @@ from sie_server import __version__
 from sie_server.api import errors, openapi
 from sie_server.api.docs import install_docs
 from sie_server.api.middleware import HeadAsGet
-from sie_server.api.routes import audio, classify, compat, encode, extract, generate, health, models, score, status
+from sie_server.api.routes import (
+    audio,
+    classify,
+    compat,
+    encode,
+    extract,
+    generate,
+    health,
+    models,
+    responses,
+    score,
+    status,
+)
 from sie_server.api.service import Service
 
 DESCRIPTION = (
@@ -35,7 +47,7 @@ def create_api(
         title=title, version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.state.service = service
-    for module in (health, status, models, encode, score, extract, compat, classify, audio, generate):
+    for module in (health, status, models, encode, score, extract, compat, classify, audio, generate, responses):
         app.include_router(module.router)
     errors.install(app)
     openapi.install(app)

@@ -22,7 +22,14 @@ class Shape(StrEnum):
 
 # paths whose clients read OpenAI's error shape
 OPENAI_PATHS = frozenset(
-    {"/v1/embeddings", "/v1/chat/completions", "/v1/completions", "/v1/moderations", "/v1/audio/transcriptions"}
+    {
+        "/v1/embeddings",
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/responses",
+        "/v1/moderations",
+        "/v1/audio/transcriptions",
+    }
 )
 SHARED_PREFIX = "/v1/models"
 
