@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from operator import itemgetter
+from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LangSmithParams
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.language_models.chat_models import agenerate_from_stream, generate_from_stream
 from langchain_core.language_models.llms import LLM
 from langchain_core.messages import (
@@ -19,15 +20,25 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.ai import UsageMetadata
+from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult, GenerationChunk
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from langchain_core.utils.function_calling import convert_to_json_schema
+from pydantic import BaseModel
 
 from sie_sdk.types import GenerateChunk, GenerateResult, Message
 
+from . import _tools
 from ._common import SIEFields
 
 PROVIDER = "sie"
 # Per-call keyword arguments a caller may pass to invoke/stream (besides stop).
 _CALL_PARAMS = frozenset({"model", "temperature", "max_tokens", "max_new_tokens", "top_p", "seed"})
+
+
+def _chat_only(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call's tools / tool choice / response format, taken out of ``kwargs``."""
+    return {key: kwargs.pop(key) for key in list(kwargs) if key in _tools.CHAT_PARAMS}
 
 
 class _GenerationFields(SIEFields):
@@ -133,6 +144,69 @@ class SIEChatModel(_GenerationFields, BaseChatModel):
         generation = ChatGeneration(message=message, generation_info={"finish_reason": finish})
         return ChatResult(generations=[generation], llm_output={"model_name": model})
 
+    def _chat_result(self, model: str, chat: dict[str, Any]) -> ChatResult:
+        metadata = {"model_name": model, "model_provider": PROVIDER}
+        message = _tools.answer_message(chat, _usage(chat.get("usage")), metadata)
+        finish = message.response_metadata.get("finish_reason")
+        generation = ChatGeneration(message=message, generation_info={"finish_reason": finish, "raw": chat})
+        return ChatResult(generations=[generation], llm_output={"model_name": model})
+
+    def _whole_chunks(self, result: ChatResult) -> Iterator[ChatGenerationChunk]:
+        """A whole answer as stream chunks: its content and tool calls, then the closing chunk."""
+        info = result.generations[0].generation_info or {}
+        yield ChatGenerationChunk(message=_tools.answer_chunk(info["raw"]))
+        message = result.generations[0].message
+        usage = message.usage_metadata if isinstance(message, AIMessage) else None
+        last = self._last(str(message.response_metadata.get("model_name")), info.get("finish_reason"), None)
+        if isinstance(last.message, AIMessageChunk):
+            last.message.usage_metadata = usage
+        yield last
+
+    def bind_tools(
+        self,
+        tools: Sequence[Any],
+        *,
+        tool_choice: str | bool | dict[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """The model with tools (functions, pydantic classes, LangChain tools, OpenAI tool dicts) offered on
+        every call; ``tool_choice``: auto, none, any / required, or a tool's name (a call always parses)."""
+        bound: dict[str, Any] = {"tools": _tools.openai_tools(tools), **kwargs}
+        if tool_choice is not None:
+            bound["tool_choice"] = tool_choice
+        if parallel_tool_calls is not None:
+            bound["parallel_tool_calls"] = parallel_tool_calls
+        return self.bind(**bound)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        include_raw: bool = False,
+        method: Literal["function_calling", "json_schema", "json_mode"] = "function_calling",
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
+        """Answers as ``schema``: by a forced tool call (``function_calling``), by a JSON-schema response
+        format (``json_schema``) or as any JSON object (``json_mode``); the server constrains each."""
+        if method == "function_calling":
+            return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+        if method == "json_schema":
+            response_format = _tools.json_schema_format(schema, strict)
+        else:
+            response_format = {"type": "json_object"}
+        model_class = schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None
+        parser: Any = PydanticOutputParser(pydantic_object=model_class) if model_class else JsonOutputParser()
+        structured = {"kwargs": {"method": method}, "schema": convert_to_json_schema(schema)}
+        llm = self.bind(response_format=response_format, ls_structured_output_format=structured)
+        if not include_raw:
+            answer: Runnable[LanguageModelInput, dict[str, Any] | BaseModel] = llm | parser
+            return answer
+        parsed = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser, parsing_error=lambda _: None)
+        fallback = RunnablePassthrough.assign(parsed=lambda _: None)
+        return RunnableMap(raw=llm) | parsed.with_fallbacks([fallback], exception_key="parsing_error")
+
     @staticmethod
     def _delta(chunk: GenerateChunk) -> ChatGenerationChunk:
         return ChatGenerationChunk(message=AIMessageChunk(content=chunk.get("text") or ""))
@@ -155,9 +229,15 @@ class SIEChatModel(_GenerationFields, BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if self.streaming:
+        extra = _chat_only(kwargs)
+        if self.streaming and not extra:
             return generate_from_stream(self._stream(messages, stop, run_manager, **kwargs))
         model, params = self._request(stop, kwargs)
+        if extra:  # tools or a response format: OpenAI's chat route, where the server constrains the answer
+            chat = self.backend.client.chat_completions(
+                model, _tools.openai_messages(messages, self.instruction), **_tools.chat_options(params, extra)
+            )
+            return self._chat_result(model, chat)
         sie_messages = to_sie_messages(messages, self.instruction)
         return self._result(model, self.backend.generate(messages=sie_messages, model=model, **params))
 
@@ -168,9 +248,16 @@ class SIEChatModel(_GenerationFields, BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if self.streaming:
+        extra = _chat_only(kwargs)
+        if self.streaming and not extra:
             return await agenerate_from_stream(self._astream(messages, stop, run_manager, **kwargs))
         model, params = self._request(stop, kwargs)
+        if extra:
+            async with self.backend.async_client() as client:
+                chat = await client.chat_completions(
+                    model, _tools.openai_messages(messages, self.instruction), **_tools.chat_options(params, extra)
+                )
+            return self._chat_result(model, chat)
         sie_messages = to_sie_messages(messages, self.instruction)
         return self._result(model, await self.backend.agenerate(messages=sie_messages, model=model, **params))
 
@@ -181,6 +268,10 @@ class SIEChatModel(_GenerationFields, BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
+        if set(kwargs) & _tools.CHAT_PARAMS:  # a call or a structured answer comes whole: one chunk
+            result = self._generate(messages, stop, run_manager, **kwargs)
+            yield from self._whole_chunks(result)
+            return
         model, params = self._request(stop, kwargs)
         finish, usage = None, None
         sie_messages = to_sie_messages(messages, self.instruction)
@@ -200,6 +291,11 @@ class SIEChatModel(_GenerationFields, BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
+        if set(kwargs) & _tools.CHAT_PARAMS:
+            result = await self._agenerate(messages, stop, run_manager, **kwargs)
+            for piece in self._whole_chunks(result):
+                yield piece
+            return
         model, params = self._request(stop, kwargs)
         finish, usage = None, None
         sie_messages = to_sie_messages(messages, self.instruction)

@@ -233,6 +233,7 @@ class SIEAsyncClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        grammar: Mapping[str, Any] | None = None,
         stream: Literal[False] = False,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
@@ -249,6 +250,7 @@ class SIEAsyncClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        grammar: Mapping[str, Any] | None = None,
         stream: Literal[True],
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
@@ -264,11 +266,13 @@ class SIEAsyncClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        grammar: Mapping[str, Any] | None = None,
         stream: bool = False,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> GenerateResult | AsyncIterator[GenerateChunk]:
-        """Generate text from ``prompt`` or chat ``messages``.
+        """Generate text from ``prompt`` or chat ``messages``; ``grammar`` constrains it (exactly one of
+        ``json_schema``, ``regex`` or ``ebnf``, as SIE 0.10.1 takes it).
 
         With ``stream=True`` the request is sent now (errors raise here) and an iterator of
         chunks ``{"text": <delta>, ...}`` is returned; it ends at the server's ``[DONE]``.
@@ -282,12 +286,46 @@ class SIEAsyncClient:
             top_p=top_p,
             stop=stop,
             seed=seed,
+            grammar=grammar,
             stream=stream,
             priority=priority,
             timeout=timeout,
         )
         if stream:
             return self._events(await self._send(prepared))
+        return await self._call(prepared)
+
+    async def chat_completions(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> dict[str, Any]:
+        """OpenAI's chat completions (messages in OpenAI's shape, ``tools``, ``tool_choice``,
+        ``response_format``): the answer as OpenAI's JSON, ``choices[0].message.tool_calls`` included."""
+        options = {
+            "tools": [dict(t) for t in tools] if tools is not None else None,
+            "tool_choice": tool_choice,
+            "parallel_tool_calls": parallel_tool_calls,
+            "response_format": dict(response_format) if response_format is not None else None,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+            "stop": stop,
+            "seed": seed,
+        }
+        prepared = self._core.build_chat_completions(model, messages, options, priority, timeout)
         return await self._call(prepared)
 
     async def list_models(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[ModelInfo]:

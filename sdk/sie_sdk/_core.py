@@ -296,6 +296,7 @@ class ClientCore:
         top_p: float | None,
         stop: str | Sequence[str] | None,
         seed: int | None,
+        grammar: Mapping[str, Any] | None,
         stream: bool,
         priority: Priority | None,
         timeout: TimeoutArg,
@@ -311,11 +312,21 @@ class ClientCore:
             top_p=top_p,
             stop=[stop] if isinstance(stop, str) else (list(stop) if stop is not None else None),
             seed=seed,
+            grammar=dict(grammar) if grammar is not None else None,
         )
         body["stream"] = stream
         read = _decoded(_results.parse_generate)
         path = _model_path("generate", model)
         return self._prepare("POST", path, read, body, priority, timeout, stream=stream)
+
+    def build_chat_completions(
+        self, model: str, messages: Sequence[Mapping[str, Any]], options: Mapping[str, Any], priority: Priority | None,
+        timeout: TimeoutArg,
+    ) -> PreparedRequest[dict[str, Any]]:  # fmt: skip
+        """OpenAI's chat completions route (tools, tool_choice, response_format), one answer."""
+        body = _set({"model": model, "messages": [dict(m) for m in messages]}, **options)
+        body["stream"] = False
+        return self._prepare("POST", "/v1/chat/completions", _decoded(_results.parse_chat), body, priority, timeout)
 
     def build_list_models(self, *, timeout: TimeoutArg) -> PreparedRequest[list[ModelInfo]]:
         return self._prepare("GET", "/v1/models", _decoded(_results.parse_model_list), None, None, timeout)

@@ -144,6 +144,10 @@ def parse_generate(body: Any) -> GenerateResult:
     return cast(GenerateResult, _expect_dict(body, "generate"))
 
 
+def parse_chat(body: Any) -> dict[str, Any]:
+    return _expect_dict(body, "chat completion")
+
+
 def parse_model_list(body: Any) -> list[ModelInfo]:
     models = _expect_dict(body, "models").get("models")
     if not isinstance(models, list):

@@ -114,7 +114,21 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def _call_schema(function: FunctionSpec) -> dict[str, Any]:
-    return _object({"name": {"const": function.name}, "arguments": function.parameters})
+    return _object({"name": {"const": function.name}, "arguments": closed(function.parameters)})
+
+
+def closed(schema: Any) -> Any:
+    """The schema with every object that lists its properties closed to others (``additionalProperties:
+    false`` where it says nothing): a function takes the arguments it names, and a model left free to add
+    keys copies the schema itself into its call."""
+    if isinstance(schema, list):
+        return [closed(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: closed(value) for key, value in schema.items()}
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def _described(function: FunctionSpec) -> dict[str, Any]:

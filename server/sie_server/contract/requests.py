@@ -331,7 +331,8 @@ class ChatCompletionRequest(OpenAISampling):
     messages: list[ChatMessageIn] = Field(min_length=1)
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
-    parallel_tool_calls: StrictBool = True
+    #: one call per answer unless asked (llama.cpp's server's default: small models otherwise repeat a call)
+    parallel_tool_calls: StrictBool = False
     max_tokens: Whole | None = Field(default=None, ge=1)
     max_completion_tokens: Whole | None = Field(default=None, ge=1)
 

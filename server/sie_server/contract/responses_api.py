@@ -61,7 +61,7 @@ class ResponsesRequest(_Open):
     text: TextConfig | None = None
     tools: list[FunctionTool] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedFunctionChoice | None = None
-    parallel_tool_calls: bool = True
+    parallel_tool_calls: bool = False  # as on chat completions (llama.cpp's server's default)
     stream: bool = False
     seed: int | None = None
     previous_response_id: str | None = None
