@@ -77,6 +77,7 @@ def test_models_list_filters_the_table_and_refuses_unknown_values(catalog_dir: P
     table = models_list(catalog_dir, "--task", "extract").stdout
     rows = [line.split()[0] for line in table.splitlines()[1:] if line.startswith("test/")]
     guards = ["test/smollm2-guard", "test/tiny-guard", "test/tiny-guard-rigged"]  # causal LMs that extract verdicts
-    assert rows == sorted(["test/slow-pictures", "test/tiny-gliner", "test/tiny-owlv2", *guards])
+    classifiers = ["test/tiny-gliclass", "test/tiny-nli", "test/tiny-sentiment"]
+    assert rows == sorted(["test/slow-pictures", "test/tiny-gliner", "test/tiny-owlv2", *guards, *classifiers])
     refused = models_list(catalog_dir, "--output", "colbert")
     assert refused.returncode == 2 and "dense" in refused.stderr and "muvera" in refused.stderr
