@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
+from typing import Any
 
 WORDS = (
     "the a an of to and in is for on with by at from invoice total due payment lunch cafeteria "
@@ -87,32 +88,42 @@ def build_cross_encoder(folder: Path, seed: int = 1, max_positions: int = 128) -
 
 def build_tiny_llm(folder: Path, seed: int = 2, max_positions: int = 512) -> Path:
     """A tiny random Llama with the test tokenizer and a chat template (gibberish, real token counts)."""
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
     if (folder / "config.json").exists():
         return folder
     tokenizer = _tokenizer(folder)
-    tokenizer.chat_template = (
-        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}assistant:{% endif %}"
-    )
-    vocab = len(vocabulary())
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return save_tiny_llama(folder, tokenizer, special=(0, 2, 3), seed=seed, max_positions=max_positions)
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def save_tiny_llama(
+    folder: Path, tokenizer: Any, *, special: tuple[int, int, int], seed: int, max_positions: int = 512
+) -> Path:
+    """A tiny random Llama over ``tokenizer`` (``special``: its pad, bos and eos ids), saved with it in ``folder``."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    pad, bos, eos = special
     config = LlamaConfig(
-        vocab_size=vocab,
+        vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=max_positions,
-        bos_token_id=2,
-        eos_token_id=3,
-        pad_token_id=0,
+        bos_token_id=bos,
+        eos_token_id=eos,
+        pad_token_id=pad,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
-    model.generation_config = GenerationConfig(bos_token_id=2, eos_token_id=3, pad_token_id=0)
+    model.generation_config = GenerationConfig(bos_token_id=bos, eos_token_id=eos, pad_token_id=pad)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
