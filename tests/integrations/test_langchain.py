@@ -90,7 +90,7 @@ def test_chat_usage_and_streaming(base_url: str, needs_model: Callable[[str], No
     assert chunks[-1].chunk_position == "last" and chunks[-1].usage_metadata == usage
     assert "".join(str(chunk.content) for chunk in chunks) == answer.content  # greedy: same text
     with pytest.raises(TypeError, match="does not take"):
-        chat.invoke("hi", tools=[])
+        chat.invoke("hi", logprobs=True)  # a call argument it has no use for (tools it takes: test_tool_calls)
 
 
 def test_llm_invoke_stream_and_async(base_url: str, needs_model: Callable[[str], None]) -> None:
