@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sie_server.contract.grammar_wire import GrammarIn
+from sie_server.contract.requests import Seed, Temperature, Whole
 from sie_server.contract.responses import KeepNone
 from sie_server.contract.tools_wire import (
     ChatMessageIn,
@@ -55,15 +56,15 @@ class ResponsesRequest(_Open):
     model: str
     input: str | list[dict[str, Any]] = Field(min_length=1)
     instructions: str | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0, le=2)
+    max_output_tokens: Whole | None = Field(default=None, ge=1)
+    temperature: Temperature = Field(default=1.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
     text: TextConfig | None = None
     tools: list[FunctionTool] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedFunctionChoice | None = None
     parallel_tool_calls: bool = False  # as on chat completions (llama.cpp's server's default)
     stream: bool = False
-    seed: int | None = None
+    seed: Seed | None = None
     previous_response_id: str | None = None
 
     def grammar(self) -> GrammarIn | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
 
 from sie_server.api import tool_calls
 from sie_server.api.body import json_response, parse
@@ -79,7 +80,10 @@ async def responses(request: Request) -> Response:
         raise InvalidInput(str(exc)) from None
     plan = tool_calls.plan(messages, body.chat_tools(), body.chat_tool_choice(), body.parallel_tool_calls,
                            body.grammar())  # fmt: skip
-    native = body_native(body, plan)
+    try:
+        native = body_native(body, plan)
+    except ValidationError as exc:  # a value the native request refuses (its own checks): the caller's
+        raise InvalidInput(f"this request cannot be served: {exc.errors()[0]['msg']}") from None
     options = call(request)
     stream = await start(request, config, native, options)
     ident, created = f"resp_{uuid.uuid4().hex[:24]}", int(time.time())
