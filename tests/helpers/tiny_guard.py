@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.tiny_models import _tokenizer
+from tests.helpers.tiny_models import _tokenizer, save_tiny_llama
 
 VERDICT = "Safety: Unsafe\nCategories: Violent"
 #: a miniature of Qwen3Guard-Gen's template: the moderation prompt is written from plain messages, and it ends
@@ -25,36 +25,15 @@ TEMPLATE = (
 
 
 def build_tiny_guard(folder: Path, *, rigged: bool, seed: int = 12) -> Path:
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from tokenizers import AddedToken
 
     if (folder / "config.json").exists():
         return folder
     tokenizer = _tokenizer(folder)
-    from tokenizers import AddedToken
-
     tokenizer.add_tokens([AddedToken(VERDICT, normalized=False, special=False)])
     tokenizer.chat_template = TEMPLATE
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=2,
-        eos_token_id=3,
-        pad_token_id=0,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).eval()  # type: ignore[no-untyped-call]
-    if rigged:
-        _rig(model, tokenizer)
-    model.generation_config = GenerationConfig(bos_token_id=2, eos_token_id=3, pad_token_id=0)  # type: ignore[no-untyped-call]
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    rig = (lambda model: _rig(model, tokenizer)) if rigged else None
+    return save_tiny_llama(folder, tokenizer, special=(0, 2, 3), seed=seed, rig=rig)
 
 
 def _rig(model, tokenizer) -> None:  # type: ignore[no-untyped-def]

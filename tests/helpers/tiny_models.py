@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,16 @@ CHAT_TEMPLATE = (
 
 
 def save_tiny_llama(
-    folder: Path, tokenizer: Any, *, special: tuple[int, int, int], seed: int, max_positions: int = 512
+    folder: Path,
+    tokenizer: Any,
+    *,
+    special: tuple[int, int, int],
+    seed: int,
+    max_positions: int = 512,
+    rig: Callable[[Any], None] | None = None,
 ) -> Path:
-    """A tiny random Llama over ``tokenizer`` (``special``: its pad, bos and eos ids), saved with it in ``folder``."""
+    """A tiny random Llama over ``tokenizer`` (``special``: its pad, bos and eos ids), saved with it in
+    ``folder``; ``rig`` may set its weights first (a model that emits a chosen text)."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
@@ -123,6 +131,8 @@ def save_tiny_llama(
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
+    if rig is not None:
+        rig(model)
     model.generation_config = GenerationConfig(bos_token_id=bos, eos_token_id=eos, pad_token_id=pad)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
