@@ -14,20 +14,28 @@ from ._backend import (
     model_served,
     resolve_base_url,
 )
+from ._chat import CHAT_OPTIONS, ChatAnswer, ToolCall, achat_completion, chat_completion, function_tool, inline_refs
 from ._documents import Mode, ParsedFile, aparse_file, check_mode, parse_file, parse_result
 from ._vectorizer import SparseDict, VectorizerCore
 
 __all__ = [
+    "CHAT_OPTIONS",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TIMEOUT_S",
+    "ChatAnswer",
     "Mode",
     "ParsedFile",
     "SIEBackend",
     "SparseDict",
+    "ToolCall",
     "VectorizerCore",
+    "achat_completion",
     "aparse_file",
+    "chat_completion",
     "check_mode",
     "chunked",
+    "function_tool",
+    "inline_refs",
     "model_served",
     "parse_file",
     "parse_result",

@@ -48,6 +48,7 @@ def build_state(settings: Settings) -> EngineFrontDoor:
         metrics=metrics,
         pinned=pinned,
         cpu_precision=settings.cpu_precision,
+        gguf_formats=settings.gguf_formats,
     )
     policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens, lanes=not settings.single_lane)
     scheduler = Scheduler(

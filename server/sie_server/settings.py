@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sie_server.catalog.schema import CpuPrecision
+from sie_server.catalog.schema import CpuPrecision, GgufFormat
 from sie_server.contract.limits import (
     DEFAULT_MAX_AUDIO_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
@@ -197,6 +197,12 @@ class Settings(CommonSettings):
         description="comma-separated precisions (int8, bf16, fp32) every cpu model may try, in order, instead of "
         "its profile's cpu_precision; each must pass the quality gate, fp32 is the last resort",
     )
+    gguf_formats: list[GgufFormat] | None = Field(
+        default=None,
+        min_length=1,
+        description="comma-separated GGUF weight formats (q8_0, q4_0, f16, as_is) every llamacpp model may try, in "
+        "order, instead of its profile's gguf_formats; each copy must pass the gate, as_is is the last resort",
+    )
     batch_max_tokens: int | None = Field(
         default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less; 0: no cap"
     )
@@ -205,6 +211,15 @@ class Settings(CommonSettings):
     @classmethod
     def _known_precisions(cls, value: Any) -> Any:
         known = get_args(CpuPrecision)
+        unknown = [str(v) for v in value if v not in known] if isinstance(value, list) else []
+        if unknown:
+            raise ValueError(f"unknown {', '.join(unknown)}; use a list of {', '.join(known)}")
+        return value
+
+    @field_validator("gguf_formats", mode="before")
+    @classmethod
+    def _known_formats(cls, value: Any) -> Any:
+        known = get_args(GgufFormat)
         unknown = [str(v) for v in value if v not in known] if isinstance(value, list) else []
         if unknown:
             raise ValueError(f"unknown {', '.join(unknown)}; use a list of {', '.join(known)}")

@@ -115,7 +115,10 @@ def test_packaged_smollm2_answers_paris_on_llamacpp(llama_server: ServerProcess)
     # quantized weights (the Q4_1 file is ~92 MB; float32 torch weights of the same model are ~540 MB)
     assert 50 * 2**20 < info["resident_bytes"] < 120 * 2**20
     kv = 8192 + 512  # tokens of the KV cache: the profile's budget plus one prefill chunk
-    assert info["charge_bytes"] - info["resident_bytes"] == kv * 30 * 2 * 3 * 64 * 2  # layers, k+v, kv heads, dim
+    prefixes = info["profile"]["prefix_cache_bytes"]  # copies of read prompts' cells may grow to this cap
+    assert prefixes == 128 * 2**20
+    assert info["charge_bytes"] - info["resident_bytes"] == kv * 30 * 2 * 3 * 64 * 2 + prefixes  # layers, k+v, heads
+    assert info["precision"]["running"] == "as_is"  # the profile allows only the file as shipped
 
 
 def test_a_gguf_from_a_hub_repo_is_found_by_file_name_in_the_hf_cache(llama_server: ServerProcess) -> None:

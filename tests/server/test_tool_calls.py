@@ -146,3 +146,37 @@ def test_a_tool_choice_the_tools_cannot_meet_is_a_400_naming_it(
     body = {"model": SMOLLM, "messages": ASK, "tools": [WEATHER], **extra}
     r = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 400 and fragment in r.json()["error"]["message"], r.text
+
+
+NESTED: dict[str, Any] = {  # as pydantic writes a model holding another (`Invoice(total: Amount)`)
+    "type": "function",
+    "function": {
+        "name": "record_invoice",
+        "parameters": {
+            "$defs": {"Amount": {"type": "object", "properties": {"value": {"type": "integer"},
+                                                                  "currency": {"enum": ["EUR", "USD"]}},
+                                 "required": ["value", "currency"]}},
+            "type": "object",
+            "properties": {"number": {"type": "integer"}, "total": {"$ref": "#/$defs/Amount"}},
+            "required": ["number", "total"],
+        },
+    },
+}  # fmt: skip
+
+
+def test_a_nested_schema_with_local_references_gives_a_call_that_validates(client: OpenAI) -> None:
+    chat = client.chat.completions.create(
+        model=SMOLLM, messages=[{"role": "user", "content": "Invoice 12 totals 40 euros."}],
+        tools=[NESTED], tool_choice="required", temperature=0.0, max_tokens=60,  # type: ignore[list-item]
+    )  # fmt: skip
+    (call,) = chat.choices[0].message.tool_calls or []
+    jsonschema.validate(json.loads(call.function.arguments), NESTED["function"]["parameters"])
+
+
+def test_a_recursive_schema_is_a_400_naming_the_reference(base_url: str) -> None:
+    looping = {"type": "function", "function": {"name": "tree", "parameters": {
+        "$defs": {"Node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/Node"}}}},
+        "type": "object", "properties": {"root": {"$ref": "#/$defs/Node"}}}}}  # fmt: skip
+    body = {"model": SMOLLM, "messages": ASK, "tools": [looping]}
+    r = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 400 and "#/$defs/Node" in r.text, r.text

@@ -52,6 +52,11 @@ class TextStream(Protocol):
     @property
     def usage(self) -> Usage: ...
 
+    @property
+    def tool_format(self) -> str | None:
+        """When tools were offered: the tool format (sie_server/tool_formats) the text is in."""
+        ...
+
 
 class Service(Protocol):
     @property

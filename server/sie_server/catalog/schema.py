@@ -167,8 +167,16 @@ class ExtractTask(Strict):
     )
 
 
+#: how tools are offered to a model and its calls read (sie_server/tool_formats/<name>.py)
+ToolFormatName = Literal["generic", "qwen", "llama3", "phi4", "gemma3", "smollm3"]
+
+
 class GenerateTask(Strict):
     chat: bool = Field(default=True, description="messages are rendered with the tokenizer's chat template")
+    tool_format: ToolFormatName | None = Field(
+        default=None,
+        description="the model's tool-calling format; unset: detected from its chat template (generic if none fits)",
+    )
 
 
 class Tasks(Strict):
@@ -257,6 +265,9 @@ class Runtime(Strict):
         return self
 
 
+GgufFormat = Literal["as_is", "q8_0", "q4_0", "f16"]
+
+
 class Profile(Strict):
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     max_batch_tokens: int = Field(default=8192, gt=0)
@@ -277,6 +288,20 @@ class Profile(Strict):
         default=None,
         ge=0,
         description="bytes held for one full batch; estimated from the model config if unset",
+    )
+    gguf_formats: list[GgufFormat] = Field(
+        default_factory=lambda: list[GgufFormat](["as_is"]),
+        min_length=1,
+        description="llamacpp: weight formats to try in order (a copy made once by llama.cpp's quantizer); the "
+        "first that passes the gate against the file as shipped and runs a RAG-shaped probe faster wins; as_is "
+        "(the file as shipped) is the last resort",
+    )
+    prefix_cache_bytes: int = Field(
+        default=128 * 2**20,
+        ge=0,
+        description="generators: bytes for copies of read prompts' KV cells, so a prompt sharing a prefix "
+        "with an earlier one reads only the rest (charged in the memory budget; least recently used evicted; "
+        "0 turns it off)",
     )
     cpu_precision: list[CpuPrecision] = Field(
         default_factory=lambda: list[CpuPrecision](["fp32"]),

@@ -90,6 +90,7 @@ class GatewayStream:
         self._gateway, self._call, self._first, self._waits = gateway, call, first, waits
         self._parts: list[str] = []
         self._reason: str | None = None
+        self._tool_format: str | None = None
         self._usage = Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         self._iter: AsyncGenerator[str, None] | None = None
         self._closing: asyncio.Future[None] | None = None
@@ -116,6 +117,7 @@ class GatewayStream:
                     chunk = GenerateChunk.model_validate(payload)
                     if chunk.usage is not None:
                         self._usage, self._reason = chunk.usage, chunk.finish_reason
+                        self._tool_format = chunk.tool_format
                     if chunk.text:
                         self._parts.append(chunk.text)
                         yield chunk.text
@@ -148,6 +150,10 @@ class GatewayStream:
     @property
     def usage(self) -> Usage:
         return self._usage
+
+    @property
+    def tool_format(self) -> str | None:
+        return self._tool_format
 
 
 async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from sie_server.contract.grammar_wire import GrammarIn, ResponseFormat
-from sie_server.contract.tools_wire import ChatMessageIn, Tool, ToolChoice
+from sie_server.contract.tools_wire import ChatMessageIn, Tool, ToolCall, ToolChoice, ToolRequest
 
 OutputType = Literal["dense", "sparse", "multivector", "muvera"]
 OutputDtype = Literal["float32", "float16", "int8", "uint8", "binary", "ubinary"]
@@ -280,6 +280,8 @@ class RerankRequest(Wire):
 class Message(Wire):
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str
+    tool_calls: list[ToolCall] | None = Field(default=None, description="an assistant's earlier tool calls")
+    tool_call_id: str | None = Field(default=None, description="a tool result: the call it answers")
 
 
 class GenerateRequest(Wire):
@@ -293,6 +295,9 @@ class GenerateRequest(Wire):
     stream: StrictBool = False
     grammar: GrammarIn | None = Field(
         default=None, description="constrain the output: exactly one of json_schema, regex or ebnf"
+    )
+    tools: ToolRequest | None = Field(
+        default=None, description="tools rendered in the model's own tool format; a forced call is constrained"
     )
 
 

@@ -276,6 +276,9 @@ class GenerateChunk(Sparse):
     text: str
     finish_reason: str | None = None
     usage: Usage | None = None
+    tool_format: str | None = Field(
+        default=None, description="the last event, when tools were offered: the tool format the text is in"
+    )
 
 
 # Models, memory, readiness
@@ -288,6 +291,9 @@ class GateTrial(KeepNone):
     min_cosine: float | None = None
     mean_cosine: float | None = None
     threshold: float | None = None
+    top1_agreement: float | None = None
+    kl: float | None = None
+    speedup: float | None = None
 
 
 class Precision(KeepNone):

@@ -69,6 +69,44 @@ class FunctionSpec(_Open):
             raise ValueError("a function name is 1 to 64 letters, digits, underscores or dashes")
         return value
 
+    @field_validator("parameters")
+    @classmethod
+    def _local_refs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Local references (``#/$defs/X``, ``#/definitions/X``, as pydantic writes nested models) inlined:
+        the arguments' schema is embedded in the answer's grammar, where a pointer to its root would dangle."""
+        return inline_refs(value)
+
+
+MAX_REF_DEPTH = 32
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every local ``$ref`` replaced by what it points to and its ``$defs`` / ``definitions``
+    dropped; ValueError for a reference that points nowhere or refers to itself (a recursive schema)."""
+    if "$defs" not in schema and "definitions" not in schema:
+        return schema
+    defs = {
+        f"#/{key}/{name}": body for key in ("$defs", "definitions") for name, body in (schema.get(key) or {}).items()
+    }
+
+    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [resolve(n, seen) for n in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            if ref not in defs:
+                raise ValueError(f"parameters: $ref {ref!r} points to nothing in the schema")
+            if ref in seen or len(seen) >= MAX_REF_DEPTH:
+                raise ValueError(f"parameters: $ref {ref!r} refers to itself; recursive schemas are not supported")
+            rest = {k: resolve(v, seen) for k, v in node.items() if k != "$ref"}
+            return {**resolve(defs[ref], (*seen, ref)), **rest}
+        return {k: resolve(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
+
+    out: dict[str, Any] = resolve(schema, ())
+    return out
+
 
 class Tool(_Open):
     type: Literal["function"] = "function"
@@ -85,6 +123,16 @@ class NamedToolChoice(_Open):
 
 
 ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+
+
+class ToolRequest(_Open):
+    """The tools a generation offers, on the native wire: the route builds it from OpenAI's ``tools``,
+    ``tool_choice`` and ``parallel_tool_calls``; the engine renders it in the model's own tool format
+    (sie_server/tool_formats) and constrains a forced call."""
+
+    functions: list[FunctionSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
+    choice: ToolChoice = "auto"
+    parallel: bool = True
 
 
 def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:

@@ -133,6 +133,10 @@ class LocalStream:
         return self.seq.finish_reason
 
     @property
+    def tool_format(self) -> str | None:
+        return self.seq.tool_format
+
+    @property
     def usage(self) -> Usage:
         return Usage(**usage(self.seq))
 
@@ -286,10 +290,11 @@ class EngineFrontDoor:
             request.seed,
             GrammarSpec.of(request.grammar) if request.grammar is not None else None,
         )
-        messages = [m.model_dump() for m in request.messages] if request.messages is not None else None
+        messages = [m.model_dump(exclude_none=True) for m in request.messages] if request.messages is not None else None
         seq, _ = await self.generation.start(
-            model, prompt=request.prompt, messages=messages, params=params, wait_for_load=call.wait_for_load
-        )
+            model, prompt=request.prompt, messages=messages, params=params, wait_for_load=call.wait_for_load,
+            tools=request.tools,
+        )  # fmt: skip
         return LocalStream(model.id, seq, self.generation, self.requests.live)
 
     def model_info(self, model: ModelConfig) -> ModelInfo:

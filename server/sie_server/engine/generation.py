@@ -29,10 +29,12 @@ from sie_server.adapters.runtime.base import ModelAdapter
 from sie_server.adapters.runtime.generator import Generator, StreamingGenerator
 from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
-from sie_server.engine import isolation
+from sie_server.contract.tools_wire import ToolRequest
+from sie_server.engine import isolation, prompt_bounds
 from sie_server.engine.grammar import Constraint, GrammarSpec, check_grammar
 from sie_server.engine.sampling import sample_rows
 from sie_server.engine.sequences import SamplingParams, Sequence
+from sie_server.engine.tool_prompts import prompt_for
 from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability import tracing
@@ -303,26 +305,27 @@ class GenerationService:
         model: ModelConfig,
         *,
         prompt: str | None,
-        messages: list[dict[str, str]] | None,
+        messages: list[dict[str, Any]] | None,
         params: SamplingParams,
         wait_for_load: bool,
+        tools: ToolRequest | None = None,
     ) -> tuple[Sequence, Generator]:
         adapter = generator(model, await self.pool.acquire(model, wait=wait_for_load, timeout_s=self.load_timeout_s))
-        ids = await asyncio.to_thread(adapter.prompt_ids, prompt, messages)
+        prompt_bounds.check(adapter, model.id, prompt, messages, params.max_new_tokens, tools=tools is not None)
+        ids, params, tool_format = await asyncio.to_thread(prompt_for, model, adapter, prompt, messages, tools, params)
         if not ids:
             raise InvalidInput("the prompt is empty")
         budget = model.profile(self.pool.device_kind).max_batch_tokens
         total = len(ids) + params.max_new_tokens
         if len(ids) + params.max_new_tokens > adapter.context_length:
-            raise InvalidInput(
-                f"prompt ({len(ids)} tokens) + max_new_tokens ({params.max_new_tokens}) exceeds model "
-                f"{model.id}'s context length of {adapter.context_length} tokens"
+            raise prompt_bounds.too_long(
+                model.id, adapter.context_length, f"prompt ({len(ids)} tokens)", params.max_new_tokens
             )
         if total > budget:
             raise InvalidInput(
                 f"prompt + max_new_tokens is {total} tokens; model {model.id} serves at most {budget} per sequence"
             )
-        seq = Sequence(ids, params)
+        seq = Sequence(ids, params, tool_format=tool_format)
         if params.grammar is not None:
             seq.constraint = await asyncio.to_thread(constraint_for, model, adapter, params.grammar)
         if isinstance(adapter, StreamingGenerator):  # SGLang batches and decodes on its own

@@ -46,6 +46,7 @@ class Sequence:
     completion_tokens: int | None = None  # when the backend counts them itself (SGLang)
     detokenizer: Detokenizer | None = None
     constraint: Constraint | None = None  # its grammar's state, when its params have one
+    tool_format: str | None = None  # when tools were offered: the format its prompt and answer are in
     queued_at: float = field(default_factory=time.monotonic)
     admitted_at: float | None = None  # when it joined the running batch
     trace: Any = field(default_factory=tracing.current)  # its request's span (None when tracing is off)

@@ -18,7 +18,7 @@ from sie_server.adapters import ModelAdapter, create_adapter
 from sie_server.adapters.generators.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.runtime.backends import effective_backend
 from sie_server.adapters.runtime.weights import WeightsLocation, resolve
-from sie_server.catalog.schema import CpuPrecision, ModelConfig, Profile
+from sie_server.catalog.schema import CpuPrecision, GgufFormat, ModelConfig, Profile
 from sie_server.compute_thread import in_own_thread
 from sie_server.errors import InvalidInput, ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
 from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_bytes, eviction_plan, exceeds_free_memory
@@ -55,6 +55,7 @@ class ModelPool:
         factory: AdapterFactory = create_adapter,
         cpu_precision: list[CpuPrecision] | None = None,
         probe: MemoryProbe | None = None,
+        gguf_formats: list[GgufFormat] | None = None,
     ):
         self.device = device
         self.device_kind = device_kind
@@ -64,6 +65,7 @@ class ModelPool:
         self.pinned = pinned
         self.factory = factory
         self.cpu_precision = cpu_precision  # --cpu-precision: replaces every cpu profile's list
+        self.gguf_formats = gguf_formats  # --gguf-formats: replaces every profile's list
         self.is_busy: Callable[[str], bool] = lambda model_id: False
         self._slots: dict[str, Slot] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -82,10 +84,12 @@ class ModelPool:
         return slot
 
     def profile(self, config: ModelConfig) -> Profile:
-        """The profile a model loads with on this device (``--cpu-precision`` applied)."""
+        """The profile a model loads with on this device (``--cpu-precision``, ``--gguf-formats`` applied)."""
         profile = config.profile(self.device_kind)
         if self.cpu_precision is not None and self.device_kind == "cpu":
-            return profile.model_copy(update={"cpu_precision": list(self.cpu_precision)})
+            profile = profile.model_copy(update={"cpu_precision": list(self.cpu_precision)})
+        if self.gguf_formats is not None:
+            profile = profile.model_copy(update={"gguf_formats": list(self.gguf_formats)})
         return profile
 
     def peek(self, model_id: str) -> Slot | None:
@@ -213,11 +217,15 @@ class ModelPool:
     def _estimate(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> tuple[int, int]:
         folder = Path(location.path)
         if effective_backend(config, profile) == "llamacpp" and config.source.gguf_file:
-            # llama.cpp allocates its whole KV cache at load: that is the reserve, and it is exact
-            return gguf_estimate(folder / config.source.gguf_file, kv_cache_tokens(profile))
+            # llama.cpp allocates its whole KV cache at load: that is the reserve, and it is exact; the copies
+            # of read prompts' cells (adapters/generators/llamacpp_prefix.py) may grow to their cap beside it
+            weights, kv = gguf_estimate(folder / config.source.gguf_file, kv_cache_tokens(profile))
+            return weights, kv + profile.prefix_cache_bytes
         reserve = profile.activation_reserve_bytes
         if reserve is None:
             reserve = activation_reserve(folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype)
+        if config.tasks.generate is not None and effective_backend(config, profile) == "transformers":
+            reserve += profile.prefix_cache_bytes  # read prompts' keys and values (generators/torch_prefix.py)
         return weights_bytes(folder, profile.dtype), reserve
 
     def _load_blocking(

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import gc
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from sie_server.adapters.generators.torch_prefix import keep_read, read_from
 from sie_server.adapters.runtime.generator import Detokenizer, Generator, WindowDetokenizer
+from sie_server.adapters.runtime.prefix_cache import PrefixCache
+from sie_server.adapters.runtime.token_bytes import fallback_chat, hf_max_token_bytes, rendered_roles
 from sie_server.adapters.runtime.transformers_base import DTYPES
 
 
@@ -45,6 +49,7 @@ class CausalLMAdapter(Generator):
     _cache_kwarg: str = "past_key_values"
     _last_logits_only: bool = False
     _grammar_vocab: Any = None
+    prefix_cache: PrefixCache | None = None
 
     def load(self, weights: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -64,13 +69,18 @@ class CausalLMAdapter(Generator):
         limit = getattr(model.config, "max_position_embeddings", None) or self.config.max_sequence_length
         self.context_length = min(int(limit), self.config.max_sequence_length)
         self.model = model
+        self.prefix_cache = PrefixCache(self.profile.prefix_cache_bytes)
         # transformers renamed `past_key_values` to `cache`; use whichever this version takes
         parameters = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
         self._last_logits_only = "logits_to_keep" in parameters
+        self.max_token_bytes = hf_max_token_bytes(self.tokenizer)
+        self.rendered_roles = rendered_roles(self._chat_text)
 
     def unload(self) -> None:
         self.model = self._grammar_vocab = None
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
         gc.collect()
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -102,12 +112,25 @@ class CausalLMAdapter(Generator):
     def has_chat_template(self) -> bool:
         return bool(getattr(self.tokenizer, "chat_template", None))
 
-    def prompt_ids(self, prompt: str | None, messages: list[dict[str, str]] | None) -> list[int]:
+    def _chat_text(self, messages: list[dict[str, str]]) -> str:
+        """A chat as the text ``prompt_ids`` tokenizes (for the load-time template probe)."""
+        if not self.has_chat_template:
+            return fallback_chat(messages)
+        return str(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+    def chat_template_text(self) -> str | None:
+        template = getattr(self.tokenizer, "chat_template", None)
+        return template if isinstance(template, str) else None
+
+    def prompt_ids(
+        self, prompt: str | None, messages: list[dict[str, Any]] | None, template_args: Mapping[str, Any] | None = None
+    ) -> list[int]:
         if messages is not None:
             if not self.has_chat_template:
-                text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant:"
-                return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
-            rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+                return list(self.tokenizer(fallback_chat(messages), add_special_tokens=True)["input_ids"])
+            rendered = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=True, **(template_args or {})
+            )
             ids = rendered["input_ids"] if isinstance(rendered, dict) or hasattr(rendered, "keys") else rendered
             return [int(i) for i in ids]
         return list(self.tokenizer(prompt or "", add_special_tokens=True)["input_ids"])
@@ -138,7 +161,32 @@ class CausalLMAdapter(Generator):
         return cache if cache is not None else out.past_key_values
 
     def prefill(self, prompts: list[list[int]]) -> tuple[DecodeBatch, torch.Tensor]:
-        """Run the prompts (left-padded together); the new batch and each row's next-token logits."""
+        """Run the prompts; the new batch and each row's next-token logits. A prompt sharing a cached prefix
+        is read from where it parts (torch_prefix.py); the others together, left-padded."""
+        cache = self.prefix_cache
+        hits = [cache.lookup(p) for p in prompts] if cache is not None else [(None, 0)] * len(prompts)
+        cold = [i for i, (entry, _) in enumerate(hits) if entry is None]
+        order, batch, parts = list(cold), None, []
+        if cold:
+            batch, logits = self._prefill_cold([prompts[i] for i in cold])
+            parts.append(logits)
+        for i, (entry, reuse) in enumerate(hits):
+            if entry is not None:
+                kv, mask, logits = read_from(self, prompts[i], entry, reuse)
+                batch = self.merge(batch, DecodeBatch(kv, mask))
+                order.append(i)
+                parts.append(logits)
+        assert batch is not None
+        if cache is not None and cache.cap_bytes:
+            keep_read(cache, batch.cache, [prompts[i] for i in order])
+        if order != sorted(order):  # back in the callers' order
+            where = [order.index(i) for i in range(len(prompts))]
+            kept = self.keep(batch, where)
+            assert kept is not None
+            return kept, torch.cat(parts)[where]
+        return batch, torch.cat(parts)
+
+    def _prefill_cold(self, prompts: list[list[int]]) -> tuple[DecodeBatch, torch.Tensor]:
         width = max(len(p) for p in prompts)
         pad = self.eos_token_or(0)
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], dtype=torch.long)

@@ -11,7 +11,9 @@ overflows; its bytes are part of the model's charge in the memory budget.
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,8 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from sie_server.adapters.generators import gguf_formats
+from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks
 from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
 from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
+from sie_server.adapters.runtime.prefix_cache import PrefixCache
+from sie_server.adapters.runtime.token_bytes import fallback_chat, gguf_max_token_bytes, rendered_roles
 from sie_server.errors import ModelLoadFailed
 
 log = logging.getLogger(__name__)
@@ -62,8 +68,10 @@ class LlamaCppAdapter(Generator):
     _kv_bytes: int = 0
     _model_bytes: int = 0
     _template: Any = None
+    _template_text: str | None = None
     _grammar_vocab: Any = None
     _free_ids: list[int]
+    prefix_cache: PrefixCache | None = None
     _bos_text: str = ""
     _eos_text: str = ""
 
@@ -73,16 +81,17 @@ class LlamaCppAdapter(Generator):
         assert self.config.source.gguf_file is not None, "schema: backend llamacpp needs source.gguf_file"
         path = Path(weights) / self.config.source.gguf_file
         check_gguf(path)
+        threads = torch.get_num_threads()  # the server sets it from --threads
         chatter = logging.getLogger("llama-cpp-python")  # llama.cpp's own log lines, through its callback
         if chatter.level == logging.NOTSET:
             chatter.setLevel(logging.DEBUG if log.isEnabledFor(logging.DEBUG) else logging.WARNING)
         llama.llama_backend_init()
+        path, self.precision_report = gguf_formats.choose(path, list(self.profile.gguf_formats), threads)
         params = llama.llama_model_default_params()
         params.n_gpu_layers = 0
         model = llama.llama_model_load_from_file(str(path).encode(), params)
         if not model:
             raise ModelLoadFailed(f"llama.cpp could not load the GGUF file {path} (truncated or unsupported)")
-        threads = torch.get_num_threads()  # the server sets it from --threads
         ctx_params = llama.llama_context_default_params()
         ctx_params.n_ctx = kv_cache_tokens(self.profile)
         ctx_params.n_batch = PREFILL_CHUNK
@@ -104,6 +113,7 @@ class LlamaCppAdapter(Generator):
             llama.llama_model_free(model)
             raise ModelLoadFailed(f"llama.cpp could not create a context for {path} (out of memory?)")
         self._model, self._ctx = model, ctx
+        self.prefix_cache = PrefixCache(self.profile.prefix_cache_bytes, tail=FA_TILE_ROWS)
         self._vocab = llama.llama_model_get_vocab(model)
         self._n_vocab = int(llama.llama_vocab_n_tokens(self._vocab))
         self._batch = llama.llama_batch_init(max(PREFILL_CHUNK, ctx_params.n_seq_max), 0, 1)
@@ -124,7 +134,18 @@ class LlamaCppAdapter(Generator):
         self._bos_text = self._token_text(int(llama.llama_vocab_bos(self._vocab)))
         self._eos_text = self._token_text(int(llama.llama_vocab_eos(self._vocab)))
         template = llama.llama_model_chat_template(model, None)
-        self._template = _compile_template(template.decode()) if template else None
+        self._template_text = template.decode() if template else None
+        self._template = _compile_template(self._template_text) if self._template_text else None
+        # prompt bounds (engine/prompt_bounds.py): the bytes one token covers, the turns the template renders
+        self.max_token_bytes = gguf_max_token_bytes(self._vocab, self._n_vocab)
+        chat, marks = self._template, {"bos_token": self._bos_text, "eos_token": self._eos_text}
+
+        def chat_text(messages: list[dict[str, str]]) -> str:  # as prompt_ids renders it
+            if chat is None:
+                return fallback_chat(messages)
+            return str(chat.render(messages=messages, add_generation_prompt=True, **marks))
+
+        self.rendered_roles = rendered_roles(chat_text)
         log.info(
             "llama.cpp: %s, %d threads, KV cache %d tokens (%.1f MiB) for up to %d sequences",
             path.name,
@@ -144,6 +165,8 @@ class LlamaCppAdapter(Generator):
         if self._model is not None:
             llama.llama_model_free(self._model)
         self._batch = self._ctx = self._model = self._grammar_vocab = None
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
 
     def resident_bytes(self) -> int:
         """The weights as llama.cpp holds them (quantized). Its KV cache, allocated whole at load, is the
@@ -169,14 +192,23 @@ class LlamaCppAdapter(Generator):
         self.discard(batch)
 
     # ----- prompts and text ---------------------------------------------------------------------
-    def prompt_ids(self, prompt: str | None, messages: list[dict[str, str]] | None) -> list[int]:
+    def chat_template_text(self) -> str | None:
+        return self._template_text
+
+    def prompt_ids(
+        self, prompt: str | None, messages: list[dict[str, Any]] | None, template_args: Mapping[str, Any] | None = None
+    ) -> list[int]:
         if messages is None:
             return self._tokenize(prompt or "", add_special=True)
         if self._template is None:
             text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant:"
             return self._tokenize(text, add_special=True)
         rendered = self._template.render(
-            messages=messages, add_generation_prompt=True, bos_token=self._bos_text, eos_token=self._eos_text
+            messages=messages,
+            add_generation_prompt=True,
+            bos_token=self._bos_text,
+            eos_token=self._eos_text,
+            **(template_args or {}),
         )
         return self._tokenize(rendered, add_special=False)
 
@@ -237,20 +269,57 @@ class LlamaCppAdapter(Generator):
         return torch.from_numpy(logits.copy())
 
     def prefill(self, prompts: list[list[int]]) -> tuple[SeqBatch, torch.Tensor]:
+        """Read the prompts together, each from where a cached prefix of it ends (llamacpp_prefix.py);
+        then keep a copy of each new prompt's cells for the prompts that will share it."""
         if len(prompts) > len(self._free_ids):
             raise RuntimeError(f"{len(prompts)} new sequences but only {len(self._free_ids)} free sequence ids")
         seq_ids = [self._free_ids.pop() for _ in prompts]
-        entries = [
-            (token, pos, seq, pos == len(prompt) - 1)
-            for prompt, seq in zip(prompts, seq_ids, strict=True)
-            for pos, token in enumerate(prompt)
-        ]
         try:
-            parts = [self._decode(entries[at : at + PREFILL_CHUNK]) for at in range(0, len(entries), PREFILL_CHUNK)]
+            starts = [self._restore(prompt, seq) for prompt, seq in zip(prompts, seq_ids, strict=True)]
+            entries = [
+                (prompt[pos], pos, seq, pos == len(prompt) - 1)
+                for prompt, seq, start in zip(prompts, seq_ids, starts, strict=True)
+                for pos in range(start, len(prompt))
+            ]
+            parts = [self._decode(entries[a:b]) for a, b in chunks(len(entries), PREFILL_CHUNK)]
         except BaseException:
             self.discard(SeqBatch(seq_ids))
             raise
+        for prompt, seq in zip(prompts, seq_ids, strict=True):
+            self._save(prompt, seq)
         return SeqBatch(seq_ids), torch.cat(parts)
+
+    def _restore(self, prompt: list[int], seq: int) -> int:
+        """Copy the cells of the longest cached prefix of ``prompt`` into ``seq``; the position to read from."""
+        import llama_cpp as llama
+
+        if self.prefix_cache is None:
+            return 0
+        entry, reuse = self.prefix_cache.lookup(prompt)
+        if entry is None:
+            return 0
+        if not llama.llama_state_seq_set_data(self._ctx, entry.blob, entry.size, seq):
+            log.warning("llama.cpp could not take back a cached prefix (no room in its KV cache); reading it again")
+            llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, -1, -1)
+            return 0
+        llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, reuse, -1)
+        return reuse
+
+    def _save(self, prompt: list[int], seq: int) -> None:
+        import llama_cpp as llama
+
+        cache = self.prefix_cache
+        if cache is None or not cache.worth_storing(prompt, 0) or cache.covers(prompt):
+            return
+        size = int(llama.llama_state_seq_get_size(self._ctx, seq))
+        if not cache.worth_storing(prompt, size):
+            return
+        blob = (ctypes.c_uint8 * size)()
+        written = int(llama.llama_state_seq_get_data(self._ctx, blob, size, seq))
+        if written != size:
+            log.warning("llama.cpp copied %d of %d bytes of a sequence's cells; not caching it", written, size)
+            return
+        cache.store(prompt, blob, size)
 
     def decode(self, batch: SeqBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
         return self._decode([(t, p, s, True) for t, p, s in zip(tokens, positions, batch.seq_ids, strict=True)])
@@ -282,7 +351,16 @@ def _compile_template(source: str) -> Any:
     def raise_exception(message: str) -> None:
         raise TemplateError(message)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    # transformers' tojson: plain json.dumps, keys in their order, no HTML escaping (Jinja's own sorts keys
+    # and writes `<` as \u003c, so a tool's schema would not read as the model was trained on)
+    env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env.from_string(source)
+
+
+def _tojson(
+    value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False
+) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)

@@ -17,6 +17,7 @@ from typing import Any
 
 from sie_server.adapters.generators.causal_lm import CausalLMAdapter
 from sie_server.adapters.runtime.generator import Sampling, StreamingGenerator
+from sie_server.adapters.runtime.token_bytes import hf_max_token_bytes, rendered_roles
 from sie_server.memory.estimate import activation_reserve, weights_bytes
 
 
@@ -47,6 +48,8 @@ class SglangAdapter(CausalLMAdapter, StreamingGenerator):
             log_level="error",
         )
         self.context_length = self.config.max_sequence_length
+        self.max_token_bytes = hf_max_token_bytes(self.tokenizer)  # prompt bounds, as CausalLMAdapter.load
+        self.rendered_roles = rendered_roles(self._chat_text)
         eos = self.tokenizer.eos_token_id
         self.eos_ids = frozenset([eos] if isinstance(eos, int) else [])
         self._charge = charge

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import codecs
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -82,10 +82,22 @@ class Generator(ModelAdapter):
     context_length: int = 0
     #: sequences one batch may hold (None: only the token budget limits it)
     max_rows: int | None = None
+    #: an upper bound on the UTF-8 bytes of prompt text one token stands for (0: unknown), and the roles
+    #: whose turns the chat template renders; set at load (runtime/token_bytes.py) so a prompt that cannot
+    #: fit the context is refused before it is rendered or tokenized (engine/prompt_bounds.py)
+    max_token_bytes: int = 0
+    rendered_roles: frozenset[str] = frozenset()
 
     @abstractmethod
-    def prompt_ids(self, prompt: str | None, messages: list[dict[str, str]] | None) -> list[int]:
-        """A raw prompt, or chat messages rendered with the model's chat template, as token ids."""
+    def prompt_ids(
+        self, prompt: str | None, messages: list[dict[str, Any]] | None, template_args: Mapping[str, Any] | None = None
+    ) -> list[int]:
+        """A raw prompt, or chat messages rendered with the model's chat template, as token ids;
+        ``template_args`` are the template's other variables (``tools=``, sie_server/tool_formats)."""
+
+    def chat_template_text(self) -> str | None:
+        """The chat template's Jinja source (None: the model has none), for telling its tool format."""
+        return None
 
     @abstractmethod
     def detokenizer(self) -> Detokenizer:

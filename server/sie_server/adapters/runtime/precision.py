@@ -80,15 +80,18 @@ class Gated(Protocol):
 class Trial:
     """One precision the policy looked at, and what came of it."""
 
-    precision: Precision
+    precision: str  # a Precision, or a GGUF weight format (adapters/generators/gguf_formats.py)
     outcome: Literal["chosen", "unsupported", "refused", "failed"]
     detail: str
     min_cosine: float | None = None
     mean_cosine: float | None = None
     threshold: float | None = None
+    top1: float | None = None  # GGUF formats: next-token top-1 agreement with the file as shipped
+    kl: float | None = None  # and mean KL(shipped || copy), nats
+    speedup: float | None = None  # and the RAG-shaped probe's speed against the file as shipped
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "precision": self.precision,
             "outcome": self.outcome,
             "detail": self.detail,
@@ -96,6 +99,9 @@ class Trial:
             "mean_cosine": self.mean_cosine,
             "threshold": self.threshold,
         }
+        if self.top1 is not None:
+            out.update(top1_agreement=self.top1, kl=self.kl, speedup=self.speedup)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

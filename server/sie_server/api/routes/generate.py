@@ -57,6 +57,11 @@ async def start(request: Request, config: ModelConfig, body: GenerateRequest, op
         return await svc.generate(config, body, options)
 
 
+def last_chunk(model: str, s: TextStream) -> GenerateChunk:
+    """How the stream ended; with tools, the tool format its text is in (a gateway reads the text with it)."""
+    return GenerateChunk(model=model, text="", finish_reason=s.finish_reason, usage=s.usage, tool_format=s.tool_format)
+
+
 @router.post("/v1/generate/{model:path}", **doc(GenerateResponse, body=GenerateRequest, stream=GenerateChunk))
 async def generate(request: Request, model: str = MODEL) -> Response:
     config = model_for(request, model, "generate")
@@ -67,7 +72,7 @@ async def generate(request: Request, model: str = MODEL) -> Response:
         return sse(
             stream,
             lambda delta: GenerateChunk(model=config.id, text=delta),
-            lambda s: [GenerateChunk(model=config.id, text="", finish_reason=s.finish_reason, usage=s.usage)],
+            lambda s: [last_chunk(config.id, s)],
             options,
         )
     await whole(stream, options)
@@ -85,7 +90,7 @@ async def chat_completions(request: Request) -> Response:
     formatted = body.response_format.grammar() if body.response_format is not None else None
     tools = tool_calls.plan(body.messages, body.tools, body.tool_choice, body.parallel_tool_calls, formatted)
     native = body.native(body.max_completion_tokens or body.max_tokens or 256, messages=tools.messages)
-    native = native.model_copy(update={"grammar": tools.grammar})
+    native = native.model_copy(update={"grammar": tools.grammar, "tools": tools.request})
     options = call(request)
     stream = await start(request, config, native, options)
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
@@ -97,14 +102,14 @@ async def chat_completions(request: Request) -> Response:
         first = [True]
 
         def piece(delta: str) -> ChatCompletionChunk | None:
-            if tools.active:  # a call or an answer is known once the JSON object is whole: sent at the end
+            if tools.active:  # whether the text holds calls is known once it is whole: sent at the end
                 return None
             role: Literal["assistant"] | None = "assistant" if first[0] else None
             first[0] = False
             return chunk(ChatChunkChoice(delta=ChatDelta(role=role, content=delta)))
 
         def final(s: TextStream) -> list[ChatCompletionChunk]:
-            content, calls = tools.answer(s.text, s.finish_reason)
+            content, calls = tools.answer(s.text, s.finish_reason, s.tool_format)
             events = []
             if tools.active:
                 deltas = [ToolCallDelta(index=k, id=c.id, type="function",
@@ -117,7 +122,7 @@ async def chat_completions(request: Request) -> Response:
 
         return sse(stream, piece, final, options, Shape.OPENAI)
     await whole(stream, options)
-    content, calls = tools.answer(stream.text, stream.finish_reason)
+    content, calls = tools.answer(stream.text, stream.finish_reason, stream.tool_format)
     out_calls = [
         ToolCallOut(id=c.id, function=FunctionCallOut(name=c.function.name, arguments=c.function.arguments))
         for c in calls

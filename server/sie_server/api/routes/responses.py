@@ -50,7 +50,7 @@ def _answer(body: ResponsesRequest, model: str, ident: str, created: int, plan: 
     }  # fmt: skip
     if stream is None:
         return ResponseObject(id=ident, created_at=created, status="in_progress", model=model, output=[], **echo)
-    content, calls = plan.answer(stream.text, stream.finish_reason)
+    content, calls = plan.answer(stream.text, stream.finish_reason, stream.tool_format)
     output: list[OutputMessage | FunctionCallItem] = [
         FunctionCallItem(id=f"fc_{c.id}", call_id=c.id, name=c.function.name, arguments=c.function.arguments)
         for c in calls
@@ -111,7 +111,7 @@ async def responses(request: Request) -> Response:
                     delta = await next_within(deltas, options)
                 except StopAsyncIteration:
                     break
-                if not plan.active:  # tool calls are known once the JSON object is whole
+                if not plan.active:  # whether the text holds tool calls is known once it is whole
                     yield _event("response.output_text.delta", next(number), item_id=item_id, output_index=0,
                                  content_index=0, delta=delta, logprobs=[])  # fmt: skip
             finished = True
@@ -148,6 +148,7 @@ def body_native(body: ResponsesRequest, plan: tool_calls.ToolPlan) -> GenerateRe
         top_p=body.top_p,
         seed=body.seed,
         grammar=plan.grammar,
+        tools=plan.request,
     )
 
 
