@@ -92,5 +92,6 @@ def _wired(message: ChatMessageIn) -> Message:
             json.loads(call.function.arguments)
         except json.JSONDecodeError:
             raise ValueError(f"tool call {call.id}'s arguments are not JSON") from None
-    return Message(role=message.role, content=message.text(), tool_calls=message.tool_calls or None,
+    text = message.text_beside_calls() if message.role == "assistant" and message.tool_calls else message.text()
+    return Message(role=message.role, content=text, tool_calls=message.tool_calls or None,
                    tool_call_id=message.tool_call_id)  # fmt: skip

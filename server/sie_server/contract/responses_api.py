@@ -187,3 +187,13 @@ class ResponseObject(KeepNone):
     text: Any = None
     metadata: dict[str, str] = Field(default_factory=dict)
     usage: ResponsesUsage | None = None
+
+
+class ResponseStreamEvent(BaseModel):
+    """One server-sent event of a streamed response (``stream: true``): its ``type`` (``response.created``,
+    ``response.output_text.delta``, ``response.completed``, ...), its place in the stream, and the fields
+    that type carries (the response, an item, a delta), as OpenAI's Responses API streams them."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    sequence_number: int

@@ -55,6 +55,13 @@ class ChatMessageIn(_Open):
                 raise ValueError(f"a {self.role} message part of type {part.type!r}: this server reads text parts only")
         return "".join(part.text or "" for part in self.content)
 
+    def text_beside_calls(self) -> str:
+        """An assistant turn that carries ``tool_calls``: its text parts only. Other parts restate the calls
+        (LangChain's v1 messages put ``tool_call`` blocks in the content), which ``tool_calls`` holds."""
+        if not isinstance(self.content, list):
+            return self.text()
+        return "".join(part.text or "" for part in self.content if part.type == "text")
+
 
 class FunctionSpec(_Open):
     name: str

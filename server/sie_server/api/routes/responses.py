@@ -30,6 +30,7 @@ from sie_server.contract.responses_api import (
     OutputText,
     ResponseObject,
     ResponsesRequest,
+    ResponseStreamEvent,
     ResponsesUsage,
 )
 from sie_server.errors import InvalidInput, SIEError
@@ -68,7 +69,10 @@ def _answer(body: ResponsesRequest, model: str, ident: str, created: int, plan: 
     )  # fmt: skip
 
 
-@router.post("/v1/responses", **doc(ResponseObject, body=ResponsesRequest, openai=True, msgpack=False))
+@router.post(
+    "/v1/responses",
+    **doc(ResponseObject, body=ResponsesRequest, stream=ResponseStreamEvent, openai=True, msgpack=False),
+)
 async def responses(request: Request) -> Response:
     body = await parse(request, ResponsesRequest, service(request).limits.max_body_bytes)
     if body.previous_response_id is not None:
