@@ -190,10 +190,11 @@ class ResponseObject(KeepNone):
 
 
 class ResponseStreamEvent(BaseModel):
-    """One server-sent event of a streamed response (``stream: true``): its ``type`` (``response.created``,
-    ``response.output_text.delta``, ``response.completed``, ...), its place in the stream, and the fields
-    that type carries (the response, an item, a delta), as OpenAI's Responses API streams them."""
+    """One server-sent event of a streamed response (``stream: true``), as OpenAI's Responses API streams
+    them: ``event:`` names its type (``response.created``, ``response.output_text.delta``, ...,
+    ``response.completed``) and ``data:`` is that event as JSON (its ``type``, its ``sequence_number``
+    and the fields the type carries: the response, an item, a delta)."""
 
     model_config = ConfigDict(extra="allow")
-    type: str
-    sequence_number: int
+    event: str
+    data: str = Field(json_schema_extra={"contentMediaType": "application/json"})
