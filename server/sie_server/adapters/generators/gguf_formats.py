@@ -16,11 +16,8 @@ kept beside the copy (per CPU flags and threads), so a later load does not measu
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import logging
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from sie_server.adapters.runtime.gguf import MANIFEST, _sha256, _writable, cache_root, verify
+from sie_server.adapters.runtime.gguf import cache_root, cached_build, source_key
 from sie_server.adapters.runtime.precision import PROBE_TEXTS, PrecisionReport, Trial
 from sie_server.cpu_features import detect
 from sie_server.errors import ModelLoadFailed
@@ -62,31 +59,9 @@ class GateFigures:
 
 def copy_path(source: Path, fmt: str, threads: int) -> Path:
     """The copy of ``source`` in ``fmt``, made now unless a sound one is cached."""
-    stat = source.stat()
-    key = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    target = cache_root() / "gguf-formats" / f"{source.stem}-{key}.{fmt}"
-    if target.is_dir():
-        problem = verify(target)
-        if problem is None:
-            return target / MODEL
-        log.warning("the %s copy in %s is broken (%s); making it again", fmt, target, problem)
-        _writable(lambda: shutil.rmtree(target), target)
-    _writable(lambda: target.parent.mkdir(parents=True, exist_ok=True), target.parent)
-    staging = _writable(lambda: Path(tempfile.mkdtemp(prefix=".quantizing-", dir=target.parent)), target.parent)
-    try:
-        started = time.perf_counter()
-        _quantize(source, staging / MODEL, FTYPES[fmt], threads)
-        manifest = {"files": {MODEL: {"size": (staging / MODEL).stat().st_size, "sha256": _sha256(staging / MODEL)}}}
-        _writable(lambda: (staging / MANIFEST).write_text(json.dumps(manifest, indent=1)), target.parent)
-        log.info("made a %s copy of %s in %.1fs: %s", fmt, source.name, time.perf_counter() - started, target)
-        try:
-            staging.rename(target)
-        except OSError:  # another process finished first
-            if verify(target) is not None:
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target / MODEL
+    target = cache_root() / "gguf-formats" / f"{source.stem}-{source_key(source)}.{fmt}"
+    return cached_build(target, lambda staging: _quantize(source, staging / MODEL, FTYPES[fmt], threads),
+                        f"the files of the {fmt} copy of {source.name}") / MODEL  # fmt: skip
 
 
 def _quantize(source: Path, target: Path, ftype: int, threads: int) -> None:

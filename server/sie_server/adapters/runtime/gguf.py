@@ -32,24 +32,39 @@ def cache_root() -> Path:
     return Path(os.environ.get("SIE_CACHE_DIR") or Path.home() / ".cache" / "sie")
 
 
+def source_key(source: Path) -> str:
+    """A cache key for a file: its path, size and modification time (a changed file gets a new key)."""
+    stat = source.stat()
+    return hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
 def converted_folder(folder: Path, gguf_file: str) -> Path:
     """The safetensors folder for ``folder/gguf_file``, converting it first if not cached (or broken)."""
     source = folder / gguf_file
-    stat = source.stat()
-    key = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    target = cache_root() / "gguf" / f"{source.stem}-{key}"
+    target = cache_root() / "gguf" / f"{source.stem}-{source_key(source)}"
+
+    def convert(staging: Path) -> None:
+        model, tokenizer = _read(folder, gguf_file)
+        _writable(lambda: _save(model, tokenizer, staging), target.parent)
+
+    return cached_build(target, convert, f"the weights of {source.name} as safetensors")
+
+
+def cached_build(target: Path, build: Callable[[Path], None], what: str) -> Path:
+    """``target``, made by ``build`` into a staging folder (then a manifest of its files' sizes and SHA-256
+    sums, then one rename) unless a sound one is cached; a broken one is made again."""
     if target.is_dir():
         problem = verify(target)
         if problem is None:
             return target
-        log.warning("converted weights in %s are broken (%s); converting %s again", target, problem, source)
+        log.warning("%s in %s are broken (%s); converting again", what, target, problem)
         _writable(lambda: shutil.rmtree(target), target)
     _writable(lambda: target.parent.mkdir(parents=True, exist_ok=True), target.parent)
-    log.info("converting %s to safetensors in %s (once; this takes a while)", source, target)
-    staging = _writable(lambda: Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent)), target.parent)
+    log.info("converting %s into %s (once; this takes a while)", what, target)
+    staging = _writable(lambda: Path(tempfile.mkdtemp(prefix=".making-", dir=target.parent)), target.parent)
     try:
-        model, tokenizer = _read(folder, gguf_file)
-        _writable(lambda: _save(model, tokenizer, staging), target.parent)
+        build(staging)
+        _writable(lambda: _write_manifest(staging), target.parent)
         try:
             staging.rename(target)
         except OSError:  # another process finished first
@@ -116,5 +131,8 @@ def _read(folder: Path, gguf_file: str) -> tuple[Any, Any]:
 def _save(model: Any, tokenizer: Any, out: Path) -> None:
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
+
+
+def _write_manifest(out: Path) -> None:
     files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(out.iterdir()) if p.is_file()}
     (out / MANIFEST).write_text(json.dumps({"files": files}, indent=1))
