@@ -43,6 +43,9 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
 	$(BIN)/pip install -q --no-deps gliner==0.2.29
 	# gliclass (adapter gliclass) pins torch and transformers; its code runs on the ones installed here
 	$(BIN)/pip install -q --no-deps gliclass==0.1.21
+	# langchain-huggingface 1.2.1, the last release whose HuggingFaceEndpointEmbeddings takes an endpoint URL
+	# (tests/server/test_tei_routes.py), pins huggingface-hub<1.0; its code runs on the 2.x installed here
+	$(BIN)/pip install -q --no-deps langchain-huggingface==1.2.1
 	touch $@
 
 install: $(VENV)/.installed-local

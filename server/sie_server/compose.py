@@ -116,7 +116,7 @@ def create_app(settings: Settings) -> FastAPI:
         await state.generation.stop()
 
     service, quota = with_quota(state, settings.max_queued_per_key)
-    app = create_api(service, title="SIE", lifespan=lifespan)
+    app = create_api(service, title="SIE", lifespan=lifespan, default_model=settings.default_model)
     app.state.sie = state
     app.add_middleware(RequestMetrics, recorder=state.requests)
     if settings.queue:

@@ -84,6 +84,11 @@ class CatalogSettings(BaseModel):
     models: list[str] | None = Field(
         default=None, description="comma-separated ids to serve; unset serves the whole catalog"
     )
+    default_model: str | None = Field(
+        default=None,
+        description="the model of TEI's routes (/embed, /rerank, POST / ...) when a request names none "
+        "(in its model field or X-SIE-Model header)",
+    )
 
 
 class CommonSettings(CatalogSettings):
@@ -134,7 +139,7 @@ class CommonSettings(CatalogSettings):
         default=30.0, gt=0, description="seconds JetStream waits for a worker's ack before redelivering"
     )
     api_keys: tuple[str, ...] = Field(
-        default=(), description="bearer key callers must send to /v1/ and /v2/ routes, repeatable; unset: no keys"
+        default=(), description="bearer key for /v1/, /v2/ and TEI's routes, repeatable; unset: no keys"
     )
     api_key_file: Path | None = Field(
         default=None, description="a file of API keys, one a line (# comments), read at start: keys stay out of ps"

@@ -103,7 +103,25 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "POST /v1/moderations": ("unitary/toxic-bert", "test/tiny-sentiment"),
     "POST /v1/classify": ("test/tiny-sentiment", "unitary/toxic-bert"),
     "POST /v1/audio/transcriptions": ("Systran/faster-whisper-tiny.en",),
+    "POST /api/embed": ("test/tiny-embedder", "test/tiny-bge-m3", "test/tiny-clip"),
+    "POST /api/embeddings": ("test/tiny-embedder", "test/tiny-bge-m3"),
+    "POST /api/chat": LLMS,
+    "POST /api/generate": LLMS,
+    "POST /api/show": (*ENCODERS, *LLMS),
+    "GET /api/tags": (),
+    "GET /api/ps": (),
+    "GET /api/version": (),
+    # TEI's routes: the model in the body's optional field (none: a 400 saying how to choose one)
+    "POST /embed": ("test/tiny-embedder", "test/tiny-bge-m3", "test/tiny-clip"),
+    "POST /embed_sparse": ("test/tiny-splade", "test/tiny-bge-m3"),
+    "POST /embed_all": ("test/tiny-colbert", "test/tiny-bge-m3"),
+    "POST /rerank": ("test/tiny-reranker", "test/tiny-embedder"),
+    "POST /predict": ("test/tiny-sentiment",),
+    "POST /similarity": ("test/tiny-embedder", "test/tiny-cls"),
+    "POST /": ("test/tiny-embedder", "test/tiny-sentiment", "test/tiny-reranker", "test/tiny-splade"),
+    "GET /info": (),
 }
+TEI_PATHS = ("/embed", "/embed_sparse", "/embed_all", "/rerank", "/predict", "/similarity", "/")
 _started: dict[str, float] = {}
 #: operations whose generated bodies can never be served: random bytes are not audio (tests/server/test_speech.py
 #: transcribes real speech); they must still answer every body with a documented 4xx, never a 5xx
@@ -147,6 +165,18 @@ def servable(body: dict[str, Any], label: str) -> None:
     for key in ("max_new_tokens", "max_tokens", "max_completion_tokens"):
         if isinstance(body.get(key), int | float):
             body[key] = min(body[key], 32)
+    if label.split()[-1] in TEI_PATHS:  # TEI's: the model in an optional field, options a model may refuse
+        body.setdefault("model", "")  # (replaced by the drawn model)
+        for key in ("prompt_name", "dimensions", "truncation_direction", "raw_scores", "normalize"):
+            body.pop(key, None)
+        if label in ("POST /predict", "POST /") and not isinstance(body.get("inputs"), str | dict):
+            body["inputs"] = "Invoice INV-7 from Acme Corp"
+        if label == "POST /":  # what the root does depends on the model: a reranker there reads these
+            body.setdefault("query", "who billed us")
+            body.setdefault("texts", ["Acme Corp", "a receipt"])
+    options = body.get("options")  # Ollama's routes take num_predict there
+    if isinstance(options, dict) and isinstance(options.get("num_predict"), int | float):
+        options["num_predict"] = min(options["num_predict"], 32)
 
 
 def operations(schema: schemathesis.BaseSchema) -> dict[str, Operation]:

@@ -84,6 +84,9 @@ def test_work_routes_need_a_key_and_probes_do_not(server: ServerProcess) -> None
     openai = httpx.post(f"{server.url}/v1/embeddings", json={"model": EMBEDDER, "input": "x"})
     assert openai.status_code == 401 and openai.headers["x-sie-error-code"] == "UNAUTHENTICATED"
     assert "Authorization" in openai.json()["error"]["message"]  # in OpenAI's envelope on its routes
+    ollama = httpx.post(f"{server.url}/api/embed", json={"model": EMBEDDER, "input": "x"})  # Ollama's routes too
+    assert ollama.status_code == 401 and "Authorization" in ollama.json()["error"]  # in Ollama's shape
+    assert httpx.get(f"{server.url}/api/tags", headers=bearer("alpha")).status_code == 200
     for open_path in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
         assert httpx.get(f"{server.url}{open_path}").status_code == 200, open_path
 

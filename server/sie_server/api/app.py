@@ -23,15 +23,18 @@ from sie_server.api.routes import (
     generate,
     health,
     models,
+    ollama,
     responses,
     score,
     status,
+    tei,
 )
 from sie_server.api.service import Service
 
 DESCRIPTION = (
     "Encode, score, extract and generate with small models, in one process. Errors answer "
-    '`{"detail": {"code", "message"}}` (OpenAI\'s `{"error": {...}}` on its routes) with the code '
+    '`{"detail": {"code", "message"}}` (OpenAI\'s `{"error": {...}}` on its routes, Ollama\'s `{"error": "..."}` '
+    'on `/api/...`, TEI\'s `{"error", "error_type"}` on its paths) with the code '
     "also in `X-SIE-Error-Code`. Work routes take JSON or msgpack and answer msgpack to "
     "`Accept: application/msgpack`."
 )
@@ -42,12 +45,28 @@ def create_api(
     *,
     title: str,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[Any]] | None = None,
+    default_model: str | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title=title, version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.state.service = service
-    for module in (health, status, models, encode, score, extract, compat, classify, audio, generate, responses):
+    app.state.default_model = default_model  # the model of TEI's routes when a request names none
+    for module in (
+        health,
+        status,
+        models,
+        encode,
+        score,
+        extract,
+        compat,
+        classify,
+        audio,
+        generate,
+        responses,
+        ollama,
+        tei,
+    ):
         app.include_router(module.router)
     errors.install(app)
     openapi.install(app)

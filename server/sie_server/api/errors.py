@@ -1,5 +1,5 @@
 """The one place where failures become HTTP answers, in the envelope the route's clients read
-(``contract/envelope.py``): SIE's ``{"detail": {"code", "message"}}``, OpenAI's on its routes."""
+(``contract/envelope.py``): SIE's ``{"detail": {"code", "message"}}``, OpenAI's and Ollama's on theirs."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def error_response(exc: SIEError, path: str) -> Response:
     shape = envelope.shape_for(path)
     headers = envelope.error_headers(exc.code.value, exc.retry_after)
-    return json_response(envelope.error_body(exc, shape), exc.status, headers)
+    return json_response(envelope.error_body(exc, shape), envelope.error_status(exc, shape), headers)
 
 
 async def _sie_error(request: Request, exc: Exception) -> Response:

@@ -1,11 +1,11 @@
 """Who may call what: API keys for work and model routes, admin keys for management routes.
 
 A request sends ``Authorization: Bearer <key>``. Keys are compared in constant time, each
-against every configured key. With API keys set, ``/v1/`` and ``/v2/`` routes (and
+against every configured key. With API keys set, ``/v1/`` and ``/v2/`` routes, TEI's (and
 ``/metrics`` with ``metrics_need_key``) answer 401 without a key and 403 with a wrong one;
 ``/healthz``, ``/readyz``, ``/docs`` and ``/openapi.json`` stay open. With admin keys set,
 management routes (``POST /v1/models/{id}/...``: reload) take an admin key only; an admin
-key is also accepted wherever an API key is.
+key is also accepted wherever an API key is. Ollama's routes (``/api/...``) are work routes too.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sie_server.contract.tei_wire import is_tei_path
 from sie_server.errors import Forbidden, SIEError, Unauthenticated
 from sie_server.settings import CommonSettings, read_key_file
 
-WORK_PREFIXES = ("/v1/", "/v2/")
+WORK_PREFIXES = ("/v1/", "/v2/", "/api/")  # /api/: Ollama's routes (api/routes/ollama.py)
 MANAGEMENT_PREFIX = "/v1/models/"
 
 
@@ -45,6 +46,11 @@ def bearer(headers: Mapping[bytes, bytes]) -> bytes | None:
     return header[7:].strip()
 
 
+def is_work(method: str, path: str) -> bool:
+    """Work and model routes: ``/v1/``, ``/v2/``, and TEI's at the root (``contract/tei_wire.py``)."""
+    return path.startswith(WORK_PREFIXES) or is_tei_path(method, path)
+
+
 def is_management(method: str, path: str) -> bool:
     """Routes that change what the server holds (reload; evict and preload when they come)."""
     return method == "POST" and path.startswith(MANAGEMENT_PREFIX)
@@ -70,8 +76,8 @@ class Access:
     def enabled(self) -> bool:
         return bool(self.keys or self.admin_keys)
 
-    def needs_key(self, path: str) -> bool:
-        return path.startswith(WORK_PREFIXES) or (self.metrics_need_key and path == "/metrics")
+    def needs_key(self, method: str, path: str) -> bool:
+        return is_work(method, path) or (self.metrics_need_key and path == "/metrics")
 
     def check(self, method: str, path: str, headers: Mapping[bytes, bytes]) -> Verdict:
         token = bearer(headers)
@@ -82,7 +88,7 @@ class Access:
             if admin is None:
                 return Verdict(Forbidden("this route needs an admin key"))
             return Verdict(caller=f"admin-{admin}")
-        if not self.keys or not self.needs_key(path):
+        if not self.keys or not self.needs_key(method, path):
             return Verdict()
         if token is None:
             return Verdict(Unauthenticated("send Authorization: Bearer <API key>"))

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sie_server.api.errors import error_response
-from sie_server.api.keys import WORK_PREFIXES, Access
+from sie_server.api.keys import Access, is_work
 from sie_server.api.quota import KeyQuota, open_ticket
 from sie_server.contract import headers as h
 from sie_server.errors import Forbidden, SIEError
@@ -53,7 +53,7 @@ class RequestMetrics:
             request_logs.REQUEST_ID.reset(token)
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send, request_id: str, span: Any) -> None:
-        work = scope["path"].startswith(("/v1/", "/v2/"))
+        work = is_work(scope["method"], scope["path"])
         started = time.perf_counter()
         outcome: dict[str, Any] = {"status": "client_gone", "code": 0}
         id_header = (_REQUEST_ID, request_id.encode())
@@ -109,7 +109,7 @@ class _Refuse:
         raise NotImplementedError
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(("/v1/", "/v2/")):
+        if scope["type"] == "http" and is_work(scope["method"], scope["path"]):
             refused = self.refusal(scope)
             if refused is not None:
                 await refuse(refused, scope, receive, send)
@@ -158,7 +158,7 @@ class ApiKeys:
         if verdict.refusal is not None:
             await refuse(verdict.refusal, scope, receive, send)
             return
-        if self.quota is None or scope["method"] != "POST" or not scope["path"].startswith(WORK_PREFIXES):
+        if self.quota is None or scope["method"] != "POST" or not is_work(scope["method"], scope["path"]):
             await self.app(scope, receive, send)
             return
         client = scope.get("client")

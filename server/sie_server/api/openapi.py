@@ -29,6 +29,7 @@ ACCESS_NOTES = {
     403: "the key is not accepted (management routes take an admin key when one is set)",
     429: "this key has `--max-queued-per-key` items in flight; `Retry-After` says when to try again",
 }
+NDJSON = "application/x-ndjson"  # Ollama's streamed answers (api/routes/ollama_chat.py)
 _documented: dict[str, tuple[type[BaseModel], str]] = {}  # schema name -> (model, json schema mode)
 
 
@@ -57,23 +58,27 @@ def doc(
     openai: bool = False,
     msgpack: bool = True,
     codes: dict[int, str] | None = None,
+    error_model: type[BaseModel] | None = None,
+    ndjson: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for a route decorator that document it; ``codes`` names a status's error
-    codes where they are not those ``ERROR_STATUS`` gives it."""
+    codes where they are not those ``ERROR_STATUS`` gives it; ``error_model`` is the error shape where
+    it is neither SIE's nor OpenAI's; ``ndjson``: the stream is JSON lines, not server-sent events."""
     responses: dict[int | str, dict[str, Any]] = {}
     if answer is not None:
         content: dict[str, Any] = {"application/json": {"schema": _answer(answer)}}
         if msgpack:
             content["application/msgpack"] = {"schema": _answer(answer)}
         if stream is not None:
-            content["text/event-stream"] = {"schema": _ref(stream, "serialization")}
-        description = "the answer" + (
-            "; with `stream: true`, server-sent events (`data: <chunk>`), the last followed by `data: [DONE]`"
-            if stream is not None
-            else ""
+            content[NDJSON if ndjson else "text/event-stream"] = {"schema": _ref(stream, "serialization")}
+        streamed = (
+            "; streamed (`stream: true`): one JSON object a line, the last with `done: true`"
+            if ndjson
+            else "; with `stream: true`, server-sent events (`data: <chunk>`), the last followed by `data: [DONE]`"
         )
+        description = "the answer" + (streamed if stream is not None else "")
         responses[200] = {"description": description, "content": content}
-    envelope = OpenAIErrorEnvelope if openai else ErrorEnvelope
+    envelope = error_model or (OpenAIErrorEnvelope if openai else ErrorEnvelope)
     access = (*KEY_ERRORS, *((PER_KEY_LIMIT,) if body is not None else ()))  # work routes have a body
     for status in (*errors, *access, 500):
         when = f"; {ACCESS_NOTES[status]}" if status in ACCESS_NOTES else ""

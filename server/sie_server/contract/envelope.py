@@ -1,5 +1,6 @@
-"""Error answers: SIE's envelope ``{"detail": {"code", "message"}}`` and, on the OpenAI routes,
-OpenAI's ``{"error": {"message", "type", "param", "code"}}``; both carry ``X-SIE-Error-Code``.
+"""Error answers: SIE's envelope ``{"detail": {"code", "message"}}``, on the OpenAI routes OpenAI's
+``{"error": {"message", "type", "param", "code"}}``, on Ollama's ``{"error": "<message>"}``, on TEI's
+``{"error", "error_type"}`` with TEI's statuses (``contract/tei_wire.py``); all carry ``X-SIE-Error-Code``.
 
 Also the way back: an error answer read (by the gateway) into the ``SIEError`` that made it.
 """
@@ -11,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from sie_server.contract import headers as h
+from sie_server.contract.tei_wire import is_tei_path, tei_error
 from sie_server.errors import ERROR_STATUS, ErrorCode, SIEError
 
 
@@ -18,6 +20,8 @@ class Shape(StrEnum):
     SIE = "sie"
     OPENAI = "openai"
     BOTH = "both"  # routes both kinds of client call (``/v1/models``): each finds its key
+    OLLAMA = "ollama"  # Ollama's ``{"error": "<message>"}``
+    TEI = "tei"  # Text Embeddings Inference's ``{"error": "<message>", "error_type": "Validation"}``, TEI's statuses
 
 
 # paths whose clients read OpenAI's error shape
@@ -32,15 +36,22 @@ OPENAI_PATHS = frozenset(
     }
 )
 SHARED_PREFIX = "/v1/models"
+OLLAMA_PREFIX = "/api/"  # Ollama's routes (api/routes/ollama.py)
 
 
 def shape_for(path: str) -> Shape:
     if path in OPENAI_PATHS:
         return Shape.OPENAI
+    if is_tei_path("POST", path):  # (``/`` too: its GET is the status page, which answers no error)
+        return Shape.TEI
+    if path.startswith(OLLAMA_PREFIX):
+        return Shape.OLLAMA
     return Shape.BOTH if path.startswith(SHARED_PREFIX) else Shape.SIE
 
 
 def body(code: str, message: str, status: int, shape: Shape = Shape.SIE) -> dict[str, Any]:
+    if shape is Shape.OLLAMA:
+        return {"error": message}
     answer: dict[str, Any] = {}
     if shape is not Shape.OPENAI:
         answer["detail"] = {"code": code, "message": message}
@@ -51,7 +62,15 @@ def body(code: str, message: str, status: int, shape: Shape = Shape.SIE) -> dict
 
 
 def error_body(exc: SIEError, shape: Shape = Shape.SIE) -> dict[str, Any]:
+    if shape is Shape.TEI:
+        answer: dict[str, Any] = tei_error(exc)[1].model_dump()
+        return answer
     return body(exc.code.value, exc.message, exc.status, shape)
+
+
+def error_status(exc: SIEError, shape: Shape = Shape.SIE) -> int:
+    """The HTTP status of ``exc``'s answer: its own, except on TEI's paths, which answer TEI's."""
+    return tei_error(exc)[0] if shape is Shape.TEI else exc.status
 
 
 def retry_headers(retry_after: float | None) -> dict[str, str]:
@@ -81,6 +100,8 @@ def from_answer(status: int, headers: dict[str, str], payload: Any) -> SIEError:
         if isinstance(detail, dict):
             code = code or str(detail.get("code", "")).upper()
             message = str(detail.get("message", ""))
+        elif isinstance(detail, str):  # Ollama's shape
+            message = detail
     code = code or (ErrorCode.INFERENCE_ERROR.value if status >= 500 else ErrorCode.INVALID_INPUT.value)
     retry = headers.get(h.RETRY_AFTER)
     return RemoteError(code, message or f"status {status}", status, float(retry) if retry else None)

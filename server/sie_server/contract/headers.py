@@ -19,6 +19,7 @@ RETRY_AFTER = "retry-after"
 AUTHORIZATION = "authorization"
 CONTENT_TYPE = "content-type"
 ACCEPT = "accept"
+MODEL = "x-sie-model"  # the model of a TEI route (api/routes/tei.py) when the body names none
 REQUEST_ID = "x-request-id"  # the caller's (or a generated) id, returned in the answer and on every log line
 TRACEPARENT = "traceparent"  # W3C trace context, continued by the server's spans and carried to workers
 TRACESTATE = "tracestate"
