@@ -256,6 +256,19 @@ def test_a_chat_of_twenty_thousand_turns_is_refused(server: ServerProcess, model
     refused(httpx.post(f"{server.url}/v1/generate/{model}", json=native, timeout=120), model, context)
 
 
+def test_a_resident_models_refusal_comes_before_the_body_is_validated(server: ServerProcess) -> None:
+    """Once the model is loaded, the bound is checked on the decoded body before its (per-turn) validation:
+    a long chat with a bad field elsewhere gets the context refusal, not the validation error."""
+    fits = {"model": SMOLLM, "messages": chat(2), "max_tokens": 1}
+    assert httpx.post(f"{server.url}/v1/chat/completions", json=fits, timeout=120).status_code == 200
+    body = {"model": SMOLLM, "messages": [*chat(TURNS), {"role": "nobody"}], "max_tokens": 8, "temperature": "hot"}
+    message = refused(httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120), SMOLLM, 8192)
+    assert "turns" in message and "max_new_tokens (8)" in message
+    short = {**body, "messages": chat(2)}  # one that fits is validated as ever
+    r = httpx.post(f"{server.url}/v1/chat/completions", json=short, timeout=120)
+    assert r.status_code == 400 and "temperature" in r.text, r.text
+
+
 def test_a_huge_prompt_is_refused(server: ServerProcess) -> None:
     huge = "word " * 50_000  # 250,000 bytes: under the 256 KiB text limit
     by_bytes = {"prompt": huge, "max_new_tokens": 8000}  # room for 192 tokens: refused on its bytes

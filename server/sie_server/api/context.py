@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from fastapi import Path, Request
 
 from sie_server.api.openapi import MODEL_ID
@@ -9,6 +12,7 @@ from sie_server.api.service import Service
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract import models
 from sie_server.contract.headers import CallOptions, call_options
+from sie_server.errors import SIEError
 from sie_server.observability.logging import REQUEST_MODEL
 
 MODEL = Path(description=MODEL_ID, examples=["sentence-transformers/all-MiniLM-L6-v2"])
@@ -38,3 +42,29 @@ def call(request: Request) -> CallOptions:
             pass
 
     return call_options(request.headers, disconnected)
+
+
+def unfit_chat(
+    request: Request, model_id: str | None = None, *, tokens: tuple[str, ...], default: int
+) -> Callable[[Mapping[str, Any]], None]:
+    """A ``read_body`` precheck for a chat route: a chat that cannot fit its (resident) model's context is
+    refused from the decoded body, before the walk over all of it and its validation, which cost time in
+    proportion to the turns (a 50,000-turn chat spent ~1 s there). ``model_id``: the model when the path
+    names it, else the body's ``model``; ``tokens``: the body's fields for the new tokens, first set wins.
+    Anything it cannot read is left to the validation after it; tools are assumed (their formats may merge
+    turns, so fewer count), so it never refuses a chat that the engine's own check would let through."""
+
+    def check(body: Mapping[str, Any]) -> None:
+        name, messages = model_id if model_id is not None else body.get("model"), body.get("messages")
+        if not isinstance(name, str) or not isinstance(messages, list):
+            return
+        try:
+            config = service(request).resolve(name)
+        except SIEError:
+            return  # the route's own lookup says why
+        asked = [body.get(k) for k in tokens]
+        new = next((n for n in asked if isinstance(n, int) and not isinstance(n, bool) and n >= 1), default)
+        turns = [m for m in messages if isinstance(m, dict)]
+        service(request).refuse_unfit(config, turns, new, tools=True)
+
+    return check

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from sie_server.api.service import Service, TextStream
 from sie_server.catalog.schema import ModelConfig
@@ -111,6 +112,11 @@ class QuotaService:
 
     def resolve(self, model_id: str) -> ModelConfig:
         return self.inner.resolve(model_id)
+
+    def refuse_unfit(
+        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+    ) -> None:
+        self.inner.refuse_unfit(model, messages, max_new_tokens, tools=tools)
 
     async def encode(self, model: ModelConfig, request: EncodeRequest, call: CallOptions) -> EncodeResponse:
         charge(len(request.items))

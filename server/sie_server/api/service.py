@@ -8,7 +8,7 @@ check every request before they call it, so a bad request is refused the same wa
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
@@ -64,6 +64,13 @@ class Service(Protocol):
 
     def resolve(self, model_id: str) -> ModelConfig:
         """The served model (MODEL_NOT_FOUND with a suggestion); QUEUE_FULL while draining."""
+        ...
+
+    def refuse_unfit(
+        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+    ) -> None:
+        """Before the body is validated: INVALID_INPUT (400) when a resident model's context cannot hold the
+        chat (``engine/prompt_bounds``), the same refusal ``generate`` would give later; nothing otherwise."""
         ...
 
     async def encode(self, model: ModelConfig, request: EncodeRequest, call: CallOptions) -> EncodeResponse: ...

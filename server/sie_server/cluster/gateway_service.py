@@ -183,6 +183,11 @@ class GatewayService:
             raise shutting_down("gateway")
         return contract_models.resolve(self.gateway.settings.catalog, model_id)
 
+    def refuse_unfit(
+        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+    ) -> None:
+        """A gateway has no model to measure the chat against: its worker refuses it."""
+
     async def _pool(self, model: ModelConfig, call: CallOptions) -> str:
         """The model's pool, once it has a live worker (waiting up to ``hold_s`` unless told not to)."""
         pool = self.gateway.settings.pool_for(model.id)

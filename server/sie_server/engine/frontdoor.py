@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from sie_server.adapters.runtime.generator import Generator
 from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
@@ -37,6 +39,7 @@ from sie_server.contract.responses import (
 from sie_server.contract.status import StatusReport
 from sie_server.cpu_features import detect
 from sie_server.drain import shutting_down
+from sie_server.engine import prompt_bounds
 from sie_server.engine import service as engine
 from sie_server.engine.classify_extract import classify_answer
 from sie_server.engine.document_extract import extract_documents
@@ -184,6 +187,13 @@ class EngineFrontDoor:
         if self.draining:
             raise shutting_down("server")
         return contract_models.resolve(self.catalog, model_id)
+
+    def refuse_unfit(
+        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+    ) -> None:
+        adapter = self.pool.resident(model)
+        if isinstance(adapter, Generator):
+            prompt_bounds.check(adapter, model.id, None, messages, max_new_tokens, tools=tools)
 
     async def encode(self, model: ModelConfig, request: EncodeRequest, call: CallOptions) -> EncodeResponse:
         params = request.params

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 
 from sie_server.api import tool_calls
 from sie_server.api.body import json_response, parse, render
-from sie_server.api.context import MODEL, call, model_for, service
+from sie_server.api.context import MODEL, call, model_for, service, unfit_chat
 from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.api.service import TextStream
@@ -39,6 +39,8 @@ from sie_server.contract.responses import GenerateChunk, GenerateResponse, Usage
 from sie_server.errors import InvalidInput
 
 router = APIRouter(tags=["generate"])
+NEW_TOKENS: int = GenerateRequest.model_fields["max_new_tokens"].default
+CHAT_NEW_TOKENS = 256  # a chat completion's max_new_tokens when it sets neither max_completion_tokens nor max_tokens
 
 
 def check(request: GenerateRequest, limits: Limits) -> None:
@@ -65,7 +67,8 @@ def last_chunk(model: str, s: TextStream) -> GenerateChunk:
 @router.post("/v1/generate/{model:path}", **doc(GenerateResponse, body=GenerateRequest, stream=GenerateChunk))
 async def generate(request: Request, model: str = MODEL) -> Response:
     config = model_for(request, model, "generate")
-    body = await parse(request, GenerateRequest, service(request).limits.max_body_bytes)
+    precheck = unfit_chat(request, model, tokens=("max_new_tokens",), default=NEW_TOKENS)
+    body = await parse(request, GenerateRequest, service(request).limits.max_body_bytes, precheck)
     options = call(request)
     stream = await start(request, config, body, options)
     if body.stream:
@@ -85,11 +88,12 @@ async def generate(request: Request, model: str = MODEL) -> Response:
     **doc(ChatCompletion, body=ChatCompletionRequest, stream=ChatCompletionChunk, openai=True, msgpack=False),
 )
 async def chat_completions(request: Request) -> Response:
-    body = await parse(request, ChatCompletionRequest, service(request).limits.max_body_bytes)
+    precheck = unfit_chat(request, tokens=("max_completion_tokens", "max_tokens"), default=CHAT_NEW_TOKENS)
+    body = await parse(request, ChatCompletionRequest, service(request).limits.max_body_bytes, precheck)
     config = model_for(request, body.model, "generate")
     formatted = body.response_format.grammar() if body.response_format is not None else None
     tools = tool_calls.plan(body.messages, body.tools, body.tool_choice, body.parallel_tool_calls, formatted)
-    native = body.native(body.max_completion_tokens or body.max_tokens or 256, messages=tools.messages)
+    native = body.native(body.max_completion_tokens or body.max_tokens or CHAT_NEW_TOKENS, messages=tools.messages)
     native = native.model_copy(update={"grammar": tools.grammar, "tools": tools.request})
     options = call(request)
     stream = await start(request, config, native, options)
