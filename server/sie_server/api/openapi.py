@@ -34,6 +34,11 @@ _documented: dict[str, tuple[type[BaseModel], str]] = {}  # schema name -> (mode
 
 
 def _ref(model: type[BaseModel], mode: str) -> dict[str, str]:
+    """The spec's reference to ``model``; a second model of the same name is refused (one would shadow the
+    other in the spec's components: a TEI and a Cohere rerank body were once both ``RerankRequest``)."""
+    held = _documented.get(model.__name__)
+    if held is not None and held[0] is not model:
+        raise TypeError(f"two documented models are named {model.__name__}: {held[0].__module__}, {model.__module__}")
     _documented[model.__name__] = (model, mode)
     return {"$ref": REF.format(model=model.__name__)}
 

@@ -115,7 +115,7 @@ class EmbedRequest(EmbedSparseRequest):
     dimensions: Annotated[int, Field(ge=1)] | None = None
 
 
-class RerankRequest(Truncating):
+class TeiRerankRequest(Truncating):
     query: str
     texts: list[str]
     raw_scores: bool = False
@@ -198,7 +198,7 @@ class EmbedAllResponse(RootModel[list[Matrix]]):
     """Per input, one vector per token (``[[[float]]]``)."""
 
 
-class RerankResponse(RootModel[list[Rank]]):
+class TeiRerankResponse(RootModel[list[Rank]]):
     """The texts best first: ``index`` into ``texts``; ``text`` with ``return_text``."""
 
 

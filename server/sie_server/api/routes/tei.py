@@ -56,8 +56,6 @@ from sie_server.contract.tei_wire import (
     PredictResponse,
     Rank,
     RerankerType,
-    RerankRequest,
-    RerankResponse,
     RootRequest,
     SimilarityInput,
     SimilarityParameters,
@@ -65,6 +63,8 @@ from sie_server.contract.tei_wire import (
     SimilarityResponse,
     SparseValue,
     TeiError,
+    TeiRerankRequest,
+    TeiRerankResponse,
     TruncationDirection,
 )
 from sie_server.errors import InvalidInput
@@ -200,7 +200,7 @@ async def _embed_sparse(request: Request, body: EmbedSparseRequest) -> EmbedSpar
     return EmbedSparseResponse(out)
 
 
-async def _rerank(request: Request, body: RerankRequest) -> RerankResponse:
+async def _rerank(request: Request, body: TeiRerankRequest) -> TeiRerankResponse:
     config = _choose(request, body.model, "score")
     svc = service(request)
     _truncation(body.truncate, body.truncation_direction)  # scorers cut a pair past the model's limit
@@ -221,7 +221,7 @@ async def _rerank(request: Request, body: RerankRequest) -> RerankResponse:
         )
         for s in answer.scores
     ]
-    return RerankResponse(sorted(ranks, key=lambda r: -r.score))  # (the native order, kept by a monotone map)
+    return TeiRerankResponse(sorted(ranks, key=lambda r: -r.score))  # (the native order, kept by a monotone map)
 
 
 def _tei_score(config: ModelConfig, score: float, raw: bool) -> float:
@@ -316,10 +316,10 @@ async def embed_all(request: Request) -> Response:
     return json_response(EmbedAllResponse(out))
 
 
-@router.post("/rerank", **tei_doc(RerankResponse, RerankRequest))
+@router.post("/rerank", **tei_doc(TeiRerankResponse, TeiRerankRequest))
 async def rerank(request: Request) -> Response:
     """``texts`` ranked against ``query``, best first (a sigmoid over a cross-encoder's logit unless ``raw_scores``)."""
-    return json_response(await _rerank(request, await parse(request, RerankRequest, _max(request))))
+    return json_response(await _rerank(request, await parse(request, TeiRerankRequest, _max(request))))
 
 
 @router.post("/predict", **tei_doc(PredictResponse, PredictRequest))
@@ -334,7 +334,7 @@ async def similarity(request: Request) -> Response:
     return json_response(await _similarity(request, await parse(request, SimilarityRequest, _max(request))))
 
 
-ROOT_ANSWERS = (EmbedResponse, EmbedSparseResponse, PredictResponse, RerankResponse, SimilarityResponse)
+ROOT_ANSWERS = (EmbedResponse, EmbedSparseResponse, PredictResponse, TeiRerankResponse, SimilarityResponse)
 
 
 @router.post("/", **tei_doc(ROOT_ANSWERS, RootRequest))
@@ -352,7 +352,7 @@ async def root(request: Request) -> Response:
     if config.classifies:
         answer = await _predict(request, validate(PredictRequest, raw))
     elif tasks.encode is None and tasks.score is not None:
-        answer = await _rerank(request, validate(RerankRequest, raw))
+        answer = await _rerank(request, validate(TeiRerankRequest, raw))
     elif tasks.encode is not None and tasks.encode.dense is None and tasks.encode.sparse is not None:
         answer = await _embed_sparse(request, validate(EmbedSparseRequest, raw))
     else:
