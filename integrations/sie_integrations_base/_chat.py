@@ -17,7 +17,7 @@ from ._backend import SIEBackend
 
 #: call arguments that only the chat completions route takes
 CHAT_OPTIONS: Final = frozenset({"tools", "tool_choice", "parallel_tool_calls", "response_format"})
-_SAMPLING: Final = frozenset({"temperature", "top_p", "stop", "seed"})
+_SAMPLING: Final = frozenset({"temperature", "top_p", "stop", "seed", "frequency_penalty", "presence_penalty"})
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ from ._common import SIEFields
 
 PROVIDER = "sie"
 # Per-call keyword arguments a caller may pass to invoke/stream (besides stop).
-_CALL_PARAMS = frozenset({"model", "temperature", "max_tokens", "max_new_tokens", "top_p", "seed"})
+_CALL_PARAMS = frozenset(
+    {"model", "temperature", "max_tokens", "max_new_tokens", "top_p", "seed", "frequency_penalty", "presence_penalty"}
+)
 
 
 def _chat_only(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +51,8 @@ class _GenerationFields(SIEFields):
     top_p: float | None = None
     stop: list[str] | None = None
     seed: int | None = None
+    frequency_penalty: float | None = None  # OpenAI's: less of each token the more it was generated
+    presence_penalty: float | None = None  # OpenAI's: less of each token once it was generated
     streaming: bool = False
 
     def _request(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -62,6 +66,8 @@ class _GenerationFields(SIEFields):
             "temperature": kwargs.get("temperature", self.temperature),
             "top_p": kwargs.get("top_p", self.top_p),
             "seed": kwargs.get("seed", self.seed),
+            "frequency_penalty": kwargs.get("frequency_penalty", self.frequency_penalty),
+            "presence_penalty": kwargs.get("presence_penalty", self.presence_penalty),
             "stop": (stop if stop is not None else self.stop) or None,
         }
         return str(kwargs.get("model") or self.model), params

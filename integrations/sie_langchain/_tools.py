@@ -58,6 +58,8 @@ def chat_options(params: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any
         "top_p": params.get("top_p"),
         "stop": params.get("stop"),
         "seed": params.get("seed"),
+        "frequency_penalty": params.get("frequency_penalty"),
+        "presence_penalty": params.get("presence_penalty"),
         "tools": extra.get("tools"),
         "tool_choice": openai_tool_choice(extra.get("tool_choice")),
         "parallel_tool_calls": extra.get("parallel_tool_calls"),

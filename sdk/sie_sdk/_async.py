@@ -233,6 +233,8 @@ class SIEAsyncClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         grammar: Mapping[str, Any] | None = None,
         stream: Literal[False] = False,
         priority: Priority | None = None,
@@ -250,6 +252,8 @@ class SIEAsyncClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         grammar: Mapping[str, Any] | None = None,
         stream: Literal[True],
         priority: Priority | None = None,
@@ -266,6 +270,8 @@ class SIEAsyncClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         grammar: Mapping[str, Any] | None = None,
         stream: bool = False,
         priority: Priority | None = None,
@@ -286,6 +292,8 @@ class SIEAsyncClient:
             top_p=top_p,
             stop=stop,
             seed=seed,
+            frequency_penalty=frequency_penalty,
+            presence_penalty=presence_penalty,
             grammar=grammar,
             stream=stream,
             priority=priority,
@@ -309,6 +317,8 @@ class SIEAsyncClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> dict[str, Any]:
@@ -324,6 +334,8 @@ class SIEAsyncClient:
             "top_p": top_p,
             "stop": stop,
             "seed": seed,
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
         }
         prepared = self._core.build_chat_completions(model, messages, options, priority, timeout)
         return await self._call(prepared)

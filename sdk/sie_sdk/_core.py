@@ -296,6 +296,8 @@ class ClientCore:
         top_p: float | None,
         stop: str | Sequence[str] | None,
         seed: int | None,
+        frequency_penalty: float | None,
+        presence_penalty: float | None,
         grammar: Mapping[str, Any] | None,
         stream: bool,
         priority: Priority | None,
@@ -312,6 +314,8 @@ class ClientCore:
             top_p=top_p,
             stop=[stop] if isinstance(stop, str) else (list(stop) if stop is not None else None),
             seed=seed,
+            frequency_penalty=frequency_penalty,
+            presence_penalty=presence_penalty,
             grammar=dict(grammar) if grammar is not None else None,
         )
         body["stream"] = stream

@@ -235,6 +235,8 @@ class SIEClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         grammar: Mapping[str, Any] | None = None,
         stream: Literal[False] = False,
         priority: Priority | None = None,
@@ -252,6 +254,8 @@ class SIEClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         grammar: Mapping[str, Any] | None = None,
         stream: Literal[True],
         priority: Priority | None = None,
@@ -268,6 +272,8 @@ class SIEClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         grammar: Mapping[str, Any] | None = None,
         stream: bool = False,
         priority: Priority | None = None,
@@ -288,6 +294,8 @@ class SIEClient:
             top_p=top_p,
             stop=stop,
             seed=seed,
+            frequency_penalty=frequency_penalty,
+            presence_penalty=presence_penalty,
             grammar=grammar,
             stream=stream,
             priority=priority,
@@ -311,6 +319,8 @@ class SIEClient:
         top_p: float | None = None,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
         priority: Priority | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> dict[str, Any]:
@@ -326,6 +336,8 @@ class SIEClient:
             "top_p": top_p,
             "stop": stop,
             "seed": seed,
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
         }
         prepared = self._core.build_chat_completions(model, messages, options, priority, timeout)
         return self._call(prepared)

@@ -56,6 +56,9 @@ Whole = Annotated[int, BeforeValidator(_whole)]  # an integer field of a strict 
 Temperature = Annotated[float, AfterValidator(_temperature)]
 Stops = Annotated[str | list[str] | None, AfterValidator(_stops)]
 Seed = Annotated[Whole, Field(ge=-(2**63), lt=2**64)]
+Penalty = Annotated[float, Field(ge=-2, le=2, allow_inf_nan=False)]  # OpenAI's range
+FREQUENCY_PENALTY = "subtracted from a token's logit for each time it was generated so far (OpenAI's)"
+PRESENCE_PENALTY = "subtracted from a token's logit once it has been generated (OpenAI's)"
 
 
 class Wire(BaseModel):
@@ -292,6 +295,8 @@ class GenerateRequest(Wire):
     top_p: float = Field(default=1.0, gt=0, le=1)
     stop: Stops = None
     seed: Seed | None = None
+    frequency_penalty: Penalty = Field(default=0.0, description=FREQUENCY_PENALTY)
+    presence_penalty: Penalty = Field(default=0.0, description=PRESENCE_PENALTY)
     stream: StrictBool = False
     grammar: GrammarIn | None = Field(
         default=None, description="constrain the output: exactly one of json_schema, regex or ebnf"
@@ -310,6 +315,8 @@ class OpenAISampling(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1)
     stop: Stops = None
     seed: Seed | None = None
+    frequency_penalty: Penalty | None = Field(default=None, description=FREQUENCY_PENALTY)
+    presence_penalty: Penalty | None = Field(default=None, description=PRESENCE_PENALTY)
     stream: StrictBool = False
     n: Whole = Field(default=1, ge=1, le=1)
     response_format: ResponseFormat | None = None
@@ -326,6 +333,8 @@ class OpenAISampling(BaseModel):
             top_p=self.top_p,
             stop=self.stop,
             seed=self.seed,
+            frequency_penalty=self.frequency_penalty or 0.0,
+            presence_penalty=self.presence_penalty or 0.0,
             grammar=self.response_format.grammar() if self.response_format is not None else None,
         )
 

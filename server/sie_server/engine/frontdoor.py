@@ -299,6 +299,8 @@ class EngineFrontDoor:
             (stop,) if isinstance(stop, str) else tuple(stop or ()),
             request.seed,
             GrammarSpec.of(request.grammar) if request.grammar is not None else None,
+            request.frequency_penalty,
+            request.presence_penalty,
         )
         messages = [m.model_dump(exclude_none=True) for m in request.messages] if request.messages is not None else None
         seq, _ = await self.generation.start(

@@ -26,6 +26,9 @@ class Row(Protocol):
     @property
     def constraint(self) -> Constraint | None: ...
 
+    @property
+    def generated(self) -> list[int]: ...
+
 
 def _host(logits: torch.Tensor) -> np.ndarray:
     """The logits as a float32 array in host memory. Everything below is numpy on the host: on CPU a torch
@@ -99,6 +102,8 @@ def sample_rows(logits: torch.Tensor, rows: Sequence[Row], model_id: str) -> lis
         InferenceError(f"model {model_id} produced non-finite scores for this sequence") for _ in rows
     ]
     good = [i for i, ok in enumerate(healthy) if ok]
+    if any(rows[i].params.frequency_penalty or rows[i].params.presence_penalty for i in good):
+        _penalize(logits, rows, good)
     if any(rows[i].constraint is not None for i in good):
         logits, failed = _constrained(logits, rows, good)
         for i, error in failed.items():
@@ -115,6 +120,25 @@ def sample_rows(logits: torch.Tensor, rows: Sequence[Row], model_id: str) -> lis
         for i, token in zip(good, tokens, strict=True):
             outcomes[i] = token
     return outcomes
+
+
+def _penalize(logits: torch.Tensor, rows: Sequence[Row], good: list[int]) -> None:
+    """OpenAI's frequency and presence penalties, in place, on each row that asks for them: a token's logit
+    less ``frequency_penalty`` for each time the row generated it so far, and ``presence_penalty`` once."""
+    on_host = logits.device.type == "cpu" and logits.dtype == torch.float32
+    host = _host(logits) if on_host else None  # a view of the logits, written in place
+    for i in good:
+        params, generated = rows[i].params, rows[i].generated
+        if not generated or not (params.frequency_penalty or params.presence_penalty):
+            continue
+        ids, counts = np.unique(np.asarray(generated, dtype=np.int64), return_counts=True)
+        inside = ids < logits.shape[-1]
+        ids, counts = ids[inside], counts[inside]
+        cut = (counts * params.frequency_penalty + params.presence_penalty).astype(np.float32)
+        if host is not None:
+            host[i, ids] -= cut
+        else:
+            logits[i, torch.from_numpy(ids).to(logits.device)] -= torch.from_numpy(cut).to(logits)
 
 
 def _constrained(

@@ -24,6 +24,9 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     grammar: GrammarSpec | None = None  # the output must match it (engine/grammar.py)
+    # OpenAI's: each token's logit less frequency_penalty per time it was generated, and presence_penalty once
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
     @property
     def hold_back(self) -> int:

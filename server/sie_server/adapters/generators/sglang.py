@@ -72,6 +72,8 @@ class SglangAdapter(CausalLMAdapter, StreamingGenerator):
             "max_new_tokens": params.max_new_tokens,
             "temperature": params.temperature,
             "top_p": params.top_p,
+            "frequency_penalty": params.frequency_penalty,
+            "presence_penalty": params.presence_penalty,
             "stop": list(params.stop) or None,
         }
         if params.seed is not None:

@@ -147,6 +147,12 @@ class Sampling(Protocol):
     @property
     def seed(self) -> int | None: ...
 
+    @property
+    def frequency_penalty(self) -> float: ...
+
+    @property
+    def presence_penalty(self) -> float: ...
+
 
 class StreamingGenerator(Generator):
     """A generator whose runtime batches and decodes by itself; the engine's decode loop is not used."""
