@@ -77,6 +77,21 @@ def test_sample_seeded_rows_repeat_whatever_else_is_in_the_batch() -> None:
     assert len(draws) > 1  # unseeded rows do sample
 
 
+def test_frequency_and_presence_penalties_lower_the_tokens_a_row_has_generated() -> None:
+    logits = torch.tensor([[4.0, 3.0, 2.0, 0.0]] * 3)
+    plain, by_count, by_presence = row(), row(), row()
+    for seq in (plain, by_count, by_presence):
+        seq.generated = [0, 0, 1]
+    by_count.params = SamplingParams(frequency_penalty=0.8)  # 4 - 1.6 = 2.4, 3 - 0.8 = 2.2, 2: token 0 still
+    by_presence.params = SamplingParams(presence_penalty=1.5)  # tokens 0 and 1 each once: 2.5, 1.5 against 2
+    outcomes = sample_rows(logits.clone(), [plain, by_count, by_presence], "t/llm")
+    assert outcomes == [0, 0, 0]
+    by_count.params = SamplingParams(frequency_penalty=1.2)  # 4 - 2.4 = 1.6, 3 - 1.2 = 1.8, 2: token 2
+    by_presence.params = SamplingParams(presence_penalty=2.5)  # 1.5, 0.5 against 2: token 2
+    outcomes = sample_rows(logits.clone(), [plain, by_count, by_presence], "t/llm")
+    assert outcomes == [0, 2, 2]  # and the row without penalties is untouched in the same batch
+
+
 def test_stop_string_across_pieces_is_cut_and_never_streamed() -> None:
     seq = Sequence([1], SamplingParams(stop=("END",)))
     for piece in ["Hello E", "N", "D and more"]:
