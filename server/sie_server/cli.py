@@ -1,4 +1,4 @@
-"""``sie-server serve``, ``gateway``, ``models list|pull``, ``bench`` and ``top``.
+"""``sie-server serve``, ``gateway``, ``models list|pull``, ``bench``, ``top`` and ``mcp``.
 
 The flags are built from the settings models (``settings.Settings``,
 ``cluster/gateway_settings.GatewaySettings``): each field is a flag that also reads its
@@ -70,6 +70,13 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     top.add_argument("--url", default=url, help="the server or gateway [env SIE_URL; default %(default)s]")
     top.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (%(default)s)")
     top.add_argument("--once", action="store_true", help="print one frame and exit (for scripts)")
+    mcp = sub.add_parser("mcp", help="the MCP tools on stdio, calling a running server (sie_server/mcp)")
+    mcp.add_argument("--url", default=url, help="the server or gateway [env SIE_URL; default %(default)s]")
+    mcp.add_argument(
+        "--api-key",
+        default=(environ if environ is not None else os.environ).get("SIE_API_KEY"),
+        help="sent as Authorization: Bearer <key> to a server that requires keys [env SIE_API_KEY]",
+    )
     return parser
 
 
@@ -214,6 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sie_server.tools import top
 
             return top.run(args.url, args.interval, once=args.once)
+        if args.command == "mcp":
+            from sie_server.mcp import stdio
+
+            return stdio.run(args.url, args.api_key or None)
         if args.models_command == "pull":
             return pull_model(args)
         return list_models(args)

@@ -9,10 +9,12 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from sie_server import __version__
 from sie_server.api import errors, openapi
 from sie_server.api.docs import install_docs
+from sie_server.api.keys import MCP_PATH
 from sie_server.api.middleware import HeadAsGet
 from sie_server.api.routes import (
     audio,
@@ -30,6 +32,7 @@ from sie_server.api.routes import (
     tei,
 )
 from sie_server.api.service import Service
+from sie_server.mcp.mount import McpMount
 
 DESCRIPTION = (
     "Encode, score, extract and generate with small models, in one process. Errors answer "
@@ -47,6 +50,8 @@ def create_api(
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[Any]] | None = None,
     default_model: str | None = None,
 ) -> FastAPI:
+    mcp = McpMount(service)  # the MCP tools at /mcp (sie_server/mcp); its session manager ends with the app
+    lifespan = mcp.around(lifespan)
     app = FastAPI(
         title=title, version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
     )
@@ -68,6 +73,7 @@ def create_api(
         tei,
     ):
         app.include_router(module.router)
+    app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # JSON-RPC: not in the OpenAPI spec
     errors.install(app)
     openapi.install(app)
     install_docs(app)

@@ -5,7 +5,8 @@ against every configured key. With API keys set, ``/v1/`` and ``/v2/`` routes, T
 ``/metrics`` with ``metrics_need_key``) answer 401 without a key and 403 with a wrong one;
 ``/healthz``, ``/readyz``, ``/docs`` and ``/openapi.json`` stay open. With admin keys set,
 management routes (``POST /v1/models/{id}/...``: reload) take an admin key only; an admin
-key is also accepted wherever an API key is. Ollama's routes (``/api/...``) are work routes too.
+key is also accepted wherever an API key is. Ollama's routes (``/api/...``) and MCP's ``/mcp`` are work
+routes too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sie_server.settings import CommonSettings, read_key_file
 
 WORK_PREFIXES = ("/v1/", "/v2/", "/api/")  # /api/: Ollama's routes (api/routes/ollama.py)
 MANAGEMENT_PREFIX = "/v1/models/"
+MCP_PATH = "/mcp"  # the MCP tools (sie_server/mcp): a work route
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ def bearer(headers: Mapping[bytes, bytes]) -> bytes | None:
 
 def is_work(method: str, path: str) -> bool:
     """Work and model routes: ``/v1/``, ``/v2/``, and TEI's at the root (``contract/tei_wire.py``)."""
-    return path.startswith(WORK_PREFIXES) or is_tei_path(method, path)
+    return path.startswith(WORK_PREFIXES) or path == MCP_PATH or is_tei_path(method, path)
 
 
 def is_management(method: str, path: str) -> bool:
