@@ -46,6 +46,14 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local
 	# langchain-huggingface 1.2.1, the last release whose HuggingFaceEndpointEmbeddings takes an endpoint URL
 	# (tests/server/test_tei_routes.py), pins huggingface-hub<1.0; its code runs on the 2.x installed here
 	$(BIN)/pip install -q --no-deps langchain-huggingface==1.2.1
+	# DSPy (integrations/sie_dspy): its tested release and LiteLLM without their stacks (botocore would pin
+	# python-dateutil<3); only the runtime modules the tests import. About 25 s
+	$(BIN)/pip install -q --no-deps dspy==3.4.1 litellm==1.110.2 gepa==0.1.4 fastuuid==0.14.0 json-repair==0.64.6 \
+	  cachetools==8.0.2 importlib-metadata==8.9.0 zipp==4.1.2
+	# CrewAI (integrations/sie_crewai) pins openai<3, pydantic<2.13, mcp<2 and older regex/rich; its code runs on
+	# the newer ones here, so crewai and crewai-core come without deps, plus the four modules it imports. About 8 s
+	$(BIN)/pip install -q --no-deps crewai==1.15.30 crewai-core==1.15.30 appdirs==1.4.4 aiofiles==24.1.0 \
+	  tomli==2.0.2 json5==0.10.0
 	touch $@
 
 install: $(VENV)/.installed-local
@@ -69,6 +77,11 @@ compat-venv:
 	  ($(PYTHON312) -m venv .venv-compat && .venv-compat/bin/pip install -q sie-sdk==0.10.1) \
 	  || echo "warning: could not install sie-sdk 0.10.1; its compatibility test will be skipped"; \
 	else echo "warning: no python3.12; the sie-sdk 0.10.1 compatibility test will be skipped"; fi
+	@# Superlinked's published Haystack and DSPy integrations on it (tests/compat/test_published_integrations.py):
+	@# about 65 s and 50 packages once; sie-crewai 0.10.1 is left out (CrewAI's full stack: 129 packages)
+	@if [ -x .venv-compat/bin/python ] && ! .venv-compat/bin/python -c "from importlib.metadata import version as v; v('sie-haystack'), v('sie-dspy')" 2>/dev/null; then \
+	  .venv-compat/bin/pip install -q sie-haystack==0.10.1 haystack-ai==3.4.1 sie-dspy==0.10.1 dspy==3.4.1 \
+	  || echo "warning: could not install sie-haystack / sie-dspy 0.10.1; their compatibility test will be skipped"; fi
 
 lint: install-dev
 	$(BIN)/ruff check .
@@ -124,14 +137,28 @@ tesseract:
 	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1)) \
 	  || echo "warning: could not install tesseract-ocr; its tests will fail"; fi
 
+# The TypeScript SDK (sdk-ts/): `npm ci` (pinned by its package-lock.json), prettier's check and the build (tsc),
+# run again only when its sources or lockfile change (about 10 s); tests/sdk/test_typescript_sdk.py runs its
+# tests against the shared server. Without Node 18+ and npm that test skips and says why.
+SDK_TS_INPUTS := sdk-ts/package.json sdk-ts/package-lock.json sdk-ts/.prettierrc.json \
+  $(wildcard sdk-ts/tsconfig*.json sdk-ts/src/*.ts sdk-ts/test/*.ts)
+.PHONY: sdk-ts
+sdk-ts:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then $(MAKE) -s --no-print-directory sdk-ts/.built; \
+	else echo "warning: node or npm is missing (apt-get install -y nodejs npm); the TypeScript SDK's tests will be skipped"; fi
+
+sdk-ts/.built: $(SDK_TS_INPUTS)
+	cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error && npm run format:check --silent && npm run build --silent
+	touch $@
+
 ## make test: install the test dependencies, lint, type-check and run the test suite; then run the
 ## tests that talk to the shared server again, unchanged, against a gateway + queue worker
-test: install-dev compat-venv shellcheck checkov-venv promtool tesseract espeak-ng lint
+test: install-dev compat-venv shellcheck checkov-venv promtool tesseract espeak-ng sdk-ts lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 ## make test-gateway: only the second half of `make test`
-test-gateway: install-dev compat-venv
+test-gateway: install-dev compat-venv sdk-ts
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 clean:
