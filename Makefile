@@ -71,17 +71,24 @@ install-dev: $(VENV)/.installed-dev
 serve: install
 	$(BIN)/sie-server serve --host $(HOST) --port $(PORT) $(ARGS)
 
+# Venvs that hold only pinned outside packages (the published SDK and integrations here, checkov below) are
+# built once per machine under TOOL_VENVS, named for what they hold, and linked into the clone: a fresh clone
+# (CI's is one) reuses them instead of ~3 min of installs, and a changed pin builds a new one.
+TOOL_VENVS ?= $(HOME)/.cache/sie/venvs
+# linked $(2) -> $(1) when $(1) was built (a real folder left by an older Makefile is replaced)
+link_venv = if [ -d $(1) ]; then [ -L $(2) ] || rm -rf $(2); ln -sfn $(1) $(2); fi
+# Superlinked's published Haystack and DSPy integrations beside the SDK (tests/compat/test_published_integrations.py):
+# about 65 s and 50 packages once; sie-crewai 0.10.1 is left out (CrewAI's full stack: 129 packages)
+COMPAT_INTEGRATIONS := sie-haystack==0.10.1 haystack-ai==3.4.1 sie-dspy==0.10.1 dspy==3.4.1
+COMPAT_VENV := $(TOOL_VENVS)/compat-$(shell echo '$(PYTHON312) sie-sdk==0.10.1 $(COMPAT_INTEGRATIONS)' | cksum | cut -d' ' -f1)
 compat-venv:
-	@if [ -x .venv-compat/bin/python ] && .venv-compat/bin/python -c "import sie_sdk" 2>/dev/null; then :; \
-	elif [ -n "$(PYTHON312)" ]; then \
-	  ($(PYTHON312) -m venv .venv-compat && .venv-compat/bin/pip install -q sie-sdk==0.10.1) \
-	  || echo "warning: could not install sie-sdk 0.10.1; its compatibility test will be skipped"; \
-	else echo "warning: no python3.12; the sie-sdk 0.10.1 compatibility test will be skipped"; fi
-	@# Superlinked's published Haystack and DSPy integrations on it (tests/compat/test_published_integrations.py):
-	@# about 65 s and 50 packages once; sie-crewai 0.10.1 is left out (CrewAI's full stack: 129 packages)
-	@if [ -x .venv-compat/bin/python ] && ! .venv-compat/bin/python -c "from importlib.metadata import version as v; v('sie-haystack'), v('sie-dspy')" 2>/dev/null; then \
-	  .venv-compat/bin/pip install -q sie-haystack==0.10.1 haystack-ai==3.4.1 sie-dspy==0.10.1 dspy==3.4.1 \
-	  || echo "warning: could not install sie-haystack / sie-dspy 0.10.1; their compatibility test will be skipped"; fi
+	@if [ -z "$(PYTHON312)" ]; then echo "warning: no python3.12; the sie-sdk 0.10.1 compatibility test will be skipped"; \
+	elif [ ! -f $(COMPAT_VENV)/.complete ]; then rm -rf $(COMPAT_VENV); \
+	  ($(PYTHON312) -m venv $(COMPAT_VENV) && $(COMPAT_VENV)/bin/pip install -q sie-sdk==0.10.1) \
+	    || echo "warning: could not install sie-sdk 0.10.1; its compatibility test will be skipped"; \
+	  ([ -x $(COMPAT_VENV)/bin/pip ] && $(COMPAT_VENV)/bin/pip install -q $(COMPAT_INTEGRATIONS) && touch $(COMPAT_VENV)/.complete) \
+	    || echo "warning: could not install sie-haystack / sie-dspy 0.10.1; their compatibility test will be skipped"; fi
+	@$(call link_venv,$(COMPAT_VENV),.venv-compat)
 
 lint: install-dev
 	$(BIN)/ruff check .
@@ -98,13 +105,16 @@ shellcheck:
 	  || echo "warning: could not install shellcheck; its test will be skipped"
 
 # checkov (static analysis of deploy/terraform, tests/deploy/test_terraform.py) in its own venv, so that its
-# pinned dependencies never touch .venv: about 1.5 min and 290 MB once; else that test skips and says why
+# pinned dependencies never touch .venv: about 1.5 min and 290 MB once per machine (TOOL_VENVS); else that test
+# skips and says why
 CHECKOV ?= checkov==3.3.30
 .PHONY: checkov-venv
+CHECKOV_VENV := $(TOOL_VENVS)/$(subst ==,-,$(CHECKOV))
 checkov-venv:
-	@if [ -x .venv-checkov/bin/checkov ]; then :; \
-	else ($(PYTHON) -m venv .venv-checkov && .venv-checkov/bin/pip install -q $(CHECKOV)) \
+	@if [ ! -f $(CHECKOV_VENV)/.complete ]; then rm -rf $(CHECKOV_VENV); \
+	  ($(PYTHON) -m venv $(CHECKOV_VENV) && $(CHECKOV_VENV)/bin/pip install -q $(CHECKOV) && touch $(CHECKOV_VENV)/.complete) \
 	  || echo "warning: could not install $(CHECKOV); its test will be skipped"; fi
+	@$(call link_venv,$(CHECKOV_VENV),.venv-checkov)
 
 # promtool unit-tests the alert rules (tests/deploy/test_alerts.py): Debian's prometheus package, installed
 # when /usr/bin/promtool is missing and apt-get is there (as root): about 25 s and 96 MB once (no service is

@@ -395,7 +395,9 @@ async def _gather_batches(call: Callable[[T], Awaitable[R]], batches: list[T]) -
     return list(await asyncio.gather(*(one(batch) for batch in batches)))
 
 
-_GENERATE_PARAMS: Final = frozenset({"max_new_tokens", "temperature", "top_p", "stop", "seed", "timeout"})
+_GENERATE_PARAMS: Final = frozenset(
+    {"max_new_tokens", "temperature", "top_p", "stop", "seed", "frequency_penalty", "presence_penalty", "timeout"}
+)
 
 
 def _generate_params(params: dict[str, Any]) -> dict[str, Any]:
