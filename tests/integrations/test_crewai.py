@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import tempfile
 
-os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # CrewAI's and OpenTelemetry's exporters would
-os.environ.setdefault("OTEL_SDK_DISABLED", "true")  # reach the internet
+# CrewAI's telemetry would reach the internet. Not OTEL_SDK_DISABLED, which CrewAI also reads: set here it
+# would switch off OpenTelemetry for the rest of the session and every server it starts (tests/server/test_tracing.py)
+os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 # CrewAI fixes its Chroma folder when it is imported: a temporary one (removed after the module's tests)
 os.environ["CREWAI_STORAGE_DIR"] = tempfile.mkdtemp(prefix="sie-test-crewai-")
 
