@@ -44,26 +44,6 @@ class SIEEmbeddingProvider(BaseEmbeddingsProvider[SIEEmbeddingFunction]):
     api_key: str | None = Field(default=None, repr=False)
 
 
-def _backend(
-    model: str,
-    base_url: str | None,
-    priority: Literal["interactive", "batch"] | None,
-    instruction: str | None,
-    batch_size: int,
-    timeout: float | None,
-    api_key: str | None,
-) -> SIEBackend:
-    return SIEBackend(
-        model,
-        base_url=base_url,
-        priority=priority,
-        instruction=instruction,
-        batch_size=batch_size,
-        timeout=timeout,
-        api_key=api_key,
-    )
-
-
 class SIESparseEmbedder:
     """Sparse vectors ``{"indices": [...], "values": [...]}``: ``embed_documents(texts)``, ``embed_query(text)``
     (the same class and calls as the published ``sie-crewai``)."""
@@ -79,7 +59,10 @@ class SIESparseEmbedder:
         timeout: float | None = DEFAULT_TIMEOUT_S,
         api_key: str | None = None,
     ) -> None:
-        self.backend = _backend(model, base_url, priority, instruction, batch_size, timeout, api_key)
+        self.backend = SIEBackend(
+            model, base_url=base_url, priority=priority, instruction=instruction, batch_size=batch_size,
+            timeout=timeout, api_key=api_key,
+        )  # fmt: skip
 
     def embed_documents(self, texts: Sequence[str]) -> list[SparseDict]:
         return [sparse_dict(r) for r in self.backend.encode(texts, output_types=["sparse"])] if texts else []

@@ -13,26 +13,6 @@ from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBack
 from sie_integrations_base._vectorizer import sparse_dict
 
 
-def _backend(
-    model: str,
-    base_url: str | None,
-    priority: Literal["interactive", "batch"] | None,
-    instruction: str | None,
-    batch_size: int,
-    timeout: float | None,
-    api_key: str | None,
-) -> SIEBackend:
-    return SIEBackend(
-        model,
-        base_url=base_url,
-        priority=priority,
-        instruction=instruction,
-        batch_size=batch_size,
-        timeout=timeout,
-        api_key=api_key,
-    )
-
-
 class SIEEmbedder:
     """``embedder(texts)`` is an ``(n, dims)`` float32 array (one text: ``(dims,)``).
 
@@ -57,7 +37,10 @@ class SIEEmbedder:
         timeout: float | None = DEFAULT_TIMEOUT_S,
         api_key: str | None = None,
     ) -> None:
-        self.backend = _backend(model, base_url, priority, instruction, batch_size, timeout, api_key)
+        self.backend = SIEBackend(
+            model, base_url=base_url, priority=priority, instruction=instruction, batch_size=batch_size,
+            timeout=timeout, api_key=api_key,
+        )  # fmt: skip
         self.is_query = is_query
 
     @property
@@ -91,7 +74,10 @@ class SIESparseEmbedder:
         timeout: float | None = DEFAULT_TIMEOUT_S,
         api_key: str | None = None,
     ) -> None:
-        self.backend = _backend(model, base_url, priority, instruction, batch_size, timeout, api_key)
+        self.backend = SIEBackend(
+            model, base_url=base_url, priority=priority, instruction=instruction, batch_size=batch_size,
+            timeout=timeout, api_key=api_key,
+        )  # fmt: skip
 
     def embed_documents(self, texts: Sequence[str]) -> list[SparseDict]:
         return [sparse_dict(r) for r in self.backend.encode(texts, output_types=["sparse"])]
