@@ -27,9 +27,17 @@ SLOW_PICTURE_S = 4.0
 class SlowEmbedding(EmbeddingAdapter):
     """Every batch takes at least SLOW_BATCH_S, so work piles up behind it."""
 
+    batch_s = SLOW_BATCH_S
+
     def run(self, batch: list[Tokens], options: EncodeOptions) -> list[dict[str, Any]]:
-        time.sleep(SLOW_BATCH_S)
+        time.sleep(self.batch_s)
         return super().run(batch, options)
+
+
+class SlowerEmbedding(SlowEmbedding):
+    """Every batch takes 2 s: long enough for a test to see work waiting behind it on a loaded machine."""
+
+    batch_s = 2.0
 
 
 class FlakyLoad(EmbeddingAdapter):

@@ -45,8 +45,9 @@ def slow(model_id: str, weights: Path) -> dict[str, object]:
 def engine_catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path]) -> Path:
     folder = tmp_path_factory.mktemp("engine-catalog")
     weights = tiny_models["embedder"]
-    for name in ("slow-batching", "slow-queue", "slow-disconnect", "slow-drain"):
+    for name in ("slow-batching", "slow-queue", "slow-drain"):
         write_config(folder, slow(f"test/{name}", weights))
+    write_config(folder, {**tiny_embedder("test/slow-disconnect", weights), "adapter": f"{FAULTS}:SlowerEmbedding"})
     flaky = tmp_path_factory.mktemp("flaky-weights")
     for item in weights.iterdir():
         (flaky / item.name).write_bytes(item.read_bytes())
@@ -128,9 +129,14 @@ def test_disconnected_clients_items_are_dropped(engine_server: ServerProcess) ->
                 lambda: metric(url, "sie_queue_wait_seconds_count", model=model, priority="interactive") == 2,
                 message="the busy request's batch never started",
             )
-            with pytest.raises(httpx.ReadTimeout):
-                body = {"items": [{"text": "gone"}] * 5}
-                await client.post(f"/v1/encode/{model}", json=body, timeout=0.1)
+            gone = asyncio.create_task(client.post(f"/v1/encode/{model}", json={"items": [{"text": "gone"}] * 5}))
+            await async_wait_until(  # its 5 items wait behind the busy batch (however long a loaded CPU took)
+                lambda: metric(url, "sie_queue_items", model=model, priority="interactive") == 5,
+                message="the 5 items never reached the queue",
+            )
+            gone.cancel()  # the caller goes away: its connection closes while the items wait
+            with pytest.raises(asyncio.CancelledError):
+                await gone
             assert (await busy).status_code == 200
 
     asyncio.run(scenario())

@@ -94,6 +94,8 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "POST /v1/score/{model}": SCORERS,
     "POST /v1/extract/{model}": ("test/tiny-gliner",),
     "POST /v1/generate/{model}": LLMS,
+    "POST /v1/tokenize/{model}": ("test/tiny-embedder", "test/tiny-reranker", "test/tiny-llm"),
+    "POST /v1/detokenize/{model}": ("test/tiny-embedder", "test/tiny-llm"),
     "POST /v1/embeddings": ("test/tiny-embedder", "test/tiny-bge-m3", "test/tiny-clip"),
     "POST /v1/rerank": ("test/tiny-reranker", "test/tiny-embedder"),
     "POST /v2/rerank": ("test/tiny-reranker", "test/tiny-embedder"),
@@ -119,9 +121,12 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "POST /predict": ("test/tiny-sentiment",),
     "POST /similarity": ("test/tiny-embedder", "test/tiny-cls"),
     "POST /": ("test/tiny-embedder", "test/tiny-sentiment", "test/tiny-reranker", "test/tiny-splade"),
+    "POST /tokenize": ("test/tiny-embedder", "test/tiny-cls"),
+    "POST /decode": ("test/tiny-embedder",),
     "GET /info": (),
 }
-TEI_PATHS = ("/embed", "/embed_sparse", "/embed_all", "/rerank", "/predict", "/similarity", "/")
+TEI_PATHS = ("/embed", "/embed_sparse", "/embed_all", "/rerank", "/predict", "/similarity", "/", "/tokenize", "/decode")
+SMALL_ID = 64  # token ids below the tiny models' vocabulary (tests/helpers/tiny_models.py)
 _started: dict[str, float] = {}
 #: operations whose generated bodies can never be served: random bytes are not audio (tests/server/test_speech.py
 #: transcribes real speech); they must still answer every body with a documented 4xx, never a 5xx
@@ -174,9 +179,21 @@ def servable(body: dict[str, Any], label: str) -> None:
         if label == "POST /":  # what the root does depends on the model: a reranker there reads these
             body.setdefault("query", "who billed us")
             body.setdefault("texts", ["Acme Corp", "a receipt"])
+    if label in ("POST /v1/detokenize/{model}", "POST /decode"):  # ids the tiny vocabulary holds
+        holders = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else [body]
+        for holder in holders:
+            holder.pop("text", None)  # (given above to every item)
+            holder["ids"] = _small_ids(holder.get("ids"))
     options = body.get("options")  # Ollama's routes take num_predict there
     if isinstance(options, dict) and isinstance(options.get("num_predict"), int | float):
         options["num_predict"] = min(options["num_predict"], 32)
+
+
+def _small_ids(ids: Any) -> Any:
+    """Token ids (a list, or TEI's list of lists) brought below ``SMALL_ID``; an empty list gets one id."""
+    if not isinstance(ids, list) or not ids:
+        return [5]
+    return [_small_ids(i) if isinstance(i, list) else i % SMALL_ID if isinstance(i, int) else i for i in ids]
 
 
 def operations(schema: schemathesis.BaseSchema) -> dict[str, Operation]:

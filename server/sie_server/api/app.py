@@ -30,6 +30,8 @@ from sie_server.api.routes import (
     score,
     status,
     tei,
+    tei_tokens,
+    tokenize,
 )
 from sie_server.api.service import Service
 from sie_server.mcp.mount import McpMount
@@ -71,6 +73,8 @@ def create_api(
         responses,
         ollama,
         tei,
+        tei_tokens,
+        tokenize,
     ):
         app.include_router(module.router)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # JSON-RPC: not in the OpenAPI spec

@@ -28,6 +28,7 @@ from sie_server.contract.responses import (
     ScoreResponse,
 )
 from sie_server.contract.status import StatusReport
+from sie_server.contract.tokenize_wire import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from sie_server.errors import InvalidInput, RateLimited
 
 RETRY_AFTER_S = 1.0
@@ -133,6 +134,14 @@ class QuotaService:
     async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> TextStream:
         charge(1)
         return await self.inner.generate(model, request, call)
+
+    async def tokenize(self, model: ModelConfig, request: TokenizeRequest, call: CallOptions) -> TokenizeResponse:
+        charge(len(request.items))
+        return await self.inner.tokenize(model, request, call)
+
+    async def detokenize(self, model: ModelConfig, request: DetokenizeRequest, call: CallOptions) -> DetokenizeResponse:
+        charge(len(request.items))
+        return await self.inner.detokenize(model, request, call)
 
     async def models(self) -> tuple[list[ModelInfo], dict[str, object] | None]:
         return await self.inner.models()

@@ -24,6 +24,7 @@ from sie_server.contract.responses import (
     Usage,
 )
 from sie_server.contract.status import StatusReport
+from sie_server.contract.tokenize_wire import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 
 
 class TextStream(Protocol):
@@ -80,6 +81,14 @@ class Service(Protocol):
     async def extract(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse: ...
 
     async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> TextStream: ...
+
+    async def tokenize(self, model: ModelConfig, request: TokenizeRequest, call: CallOptions) -> TokenizeResponse:
+        """The model's own text tokenizer over each whole text (INVALID_INPUT for a model without one)."""
+        ...
+
+    async def detokenize(
+        self, model: ModelConfig, request: DetokenizeRequest, call: CallOptions
+    ) -> DetokenizeResponse: ...
 
     async def models(self) -> tuple[list[ModelInfo], dict[str, object] | None]:
         """Every catalog model's info, and the CPU features found (None where none apply)."""

@@ -41,6 +41,7 @@ from sie_server.contract.responses import (
     Usage,
 )
 from sie_server.contract.status import StatusReport
+from sie_server.contract.tokenize_wire import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from sie_server.drain import shutting_down
 from sie_server.errors import InvalidInput, SIEError
 from sie_server.observability.live import LiveStats
@@ -245,6 +246,12 @@ class GatewayService:
 
     async def score(self, model: ModelConfig, request: ScoreRequest, call: CallOptions) -> ScoreResponse:
         return await self._ask(model, "score", request, ScoreResponse, call)
+
+    async def tokenize(self, model: ModelConfig, request: TokenizeRequest, call: CallOptions) -> TokenizeResponse:
+        return await self._ask(model, "tokenize", request, TokenizeResponse, call)
+
+    async def detokenize(self, model: ModelConfig, request: DetokenizeRequest, call: CallOptions) -> DetokenizeResponse:
+        return await self._ask(model, "detokenize", request, DetokenizeResponse, call)
 
     async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> GatewayStream:
         with self.waits.watch():

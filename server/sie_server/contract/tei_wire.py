@@ -250,3 +250,37 @@ class Info(KeepNone):
     version: str
     sha: str | None = None
     docker_label: str | None = None
+
+
+class TeiTokenizeRequest(TeiWire):
+    inputs: Texts
+    add_special_tokens: bool = True
+    prompt_name: str | None = Field(
+        default=None, description="query, or document / passage: the model's prefix for that role is prepended"
+    )
+    model: str | None = MODEL_FIELD
+
+
+class SimpleToken(KeepNone):
+    """TEI's token: ``start`` / ``stop`` are byte offsets into the (prompted) text, null for a special token,
+    whose ``text`` is its own string."""
+
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
+
+
+class TeiTokenizeResponse(RootModel[list[list[SimpleToken]]]):
+    """One list of tokens per input."""
+
+
+class DecodeRequest(TeiWire):
+    ids: list[Annotated[int, Field(ge=0, le=2**32 - 1)]] | list[list[Annotated[int, Field(ge=0, le=2**32 - 1)]]]
+    skip_special_tokens: bool = True
+    model: str | None = MODEL_FIELD
+
+
+class DecodeResponse(RootModel[list[str]]):
+    """One text per list of ids."""

@@ -37,9 +37,10 @@ from sie_server.contract.responses import (
     Usage,
 )
 from sie_server.contract.status import StatusReport
+from sie_server.contract.tokenize_wire import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from sie_server.cpu_features import detect
 from sie_server.drain import shutting_down
-from sie_server.engine import prompt_bounds
+from sie_server.engine import prompt_bounds, token_text
 from sie_server.engine import service as engine
 from sie_server.engine.classify_extract import classify_answer
 from sie_server.engine.document_extract import extract_documents
@@ -308,6 +309,12 @@ class EngineFrontDoor:
             tools=request.tools,
         )  # fmt: skip
         return LocalStream(model.id, seq, self.generation, self.requests.live)
+
+    async def tokenize(self, model: ModelConfig, request: TokenizeRequest, call: CallOptions) -> TokenizeResponse:
+        return await token_text.tokenize(self.inference, model, request, call)
+
+    async def detokenize(self, model: ModelConfig, request: DetokenizeRequest, call: CallOptions) -> DetokenizeResponse:
+        return await token_text.detokenize(self.inference, model, request, call)
 
     def model_info(self, model: ModelConfig) -> ModelInfo:
         return model_info(model, self.pool, catalog_error=self.catalog.error_for(model.id))

@@ -18,6 +18,7 @@ import torch
 from sie_server.adapters.generators.torch_prefix import keep_read, read_from
 from sie_server.adapters.runtime.generator import Detokenizer, Generator, WindowDetokenizer
 from sie_server.adapters.runtime.prefix_cache import PrefixCache
+from sie_server.adapters.runtime.text_tokens import TokenSpan, hf_spans, hf_texts, whole
 from sie_server.adapters.runtime.token_bytes import fallback_chat, hf_max_token_bytes, rendered_roles
 from sie_server.adapters.runtime.transformers_base import DTYPES
 
@@ -50,6 +51,7 @@ class CausalLMAdapter(Generator):
     _last_logits_only: bool = False
     _grammar_vocab: Any = None
     prefix_cache: PrefixCache | None = None
+    _text_tokenizer: Any = None  # the fast tokenizer's own (tokenizers.Tokenizer), unpadded and whole
 
     def load(self, weights: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -137,6 +139,24 @@ class CausalLMAdapter(Generator):
 
     def decode_text(self, ids: list[int]) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    # the text tokenizer exposed (runtime/text_tokens.py's TextTokenizer)
+    def _fast_tokenizer(self) -> Any:
+        if self._text_tokenizer is None:
+            backend = getattr(self.tokenizer, "backend_tokenizer", None)
+            if backend is None:
+                raise RuntimeError(f"model {self.config.id} has no fast (tokenizers) tokenizer")
+            self._text_tokenizer = whole(backend)
+        return self._text_tokenizer
+
+    def token_spans(self, texts: list[str], *, add_special_tokens: bool) -> list[list[TokenSpan]]:
+        return hf_spans(self._fast_tokenizer(), texts, add_special_tokens=add_special_tokens)
+
+    def vocabulary_size(self) -> int:
+        return int(self._fast_tokenizer().get_vocab_size(with_added_tokens=True))
+
+    def detokenize(self, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
+        return hf_texts(self._fast_tokenizer(), ids, skip_special_tokens=skip_special_tokens)
 
     def detokenizer(self) -> Detokenizer:
         return WindowDetokenizer(self.decode_text)

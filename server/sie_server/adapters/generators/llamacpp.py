@@ -25,8 +25,10 @@ import torch
 from sie_server.adapters.generators import gguf_formats
 from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks
 from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
+from sie_server.adapters.generators.llamacpp_tokens import VOCAB_LOCK, detokenize, spans
 from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
 from sie_server.adapters.runtime.prefix_cache import PrefixCache
+from sie_server.adapters.runtime.text_tokens import TokenSpan
 from sie_server.adapters.runtime.token_bytes import fallback_chat, gguf_max_token_bytes, rendered_roles
 from sie_server.errors import ModelLoadFailed
 
@@ -158,13 +160,14 @@ class LlamaCppAdapter(Generator):
     def unload(self) -> None:
         import llama_cpp as llama
 
-        if self._batch is not None:
-            llama.llama_batch_free(self._batch)
-        if self._ctx is not None:
-            llama.llama_free(self._ctx)
-        if self._model is not None:
-            llama.llama_model_free(self._model)
-        self._batch = self._ctx = self._model = self._grammar_vocab = None
+        with VOCAB_LOCK:  # no token_spans / detokenize reads the vocabulary while it is freed
+            if self._batch is not None:
+                llama.llama_batch_free(self._batch)
+            if self._ctx is not None:
+                llama.llama_free(self._ctx)
+            if self._model is not None:
+                llama.llama_model_free(self._model)
+            self._batch = self._ctx = self._model = self._grammar_vocab = self._vocab = None
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
 
@@ -237,6 +240,32 @@ class LlamaCppAdapter(Generator):
 
     def _token_text(self, token: int) -> str:
         return self._piece(token, special=True).decode("utf-8", errors="replace") if token >= 0 else ""
+
+    # the text tokenizer exposed (runtime/text_tokens.py's TextTokenizer): llama.cpp's own (llamacpp_tokens.py)
+    def token_spans(self, texts: list[str], *, add_special_tokens: bool) -> list[list[TokenSpan]]:
+        import llama_cpp as llama
+
+        with VOCAB_LOCK:
+            self._loaded()
+            return [
+                spans(t, self._tokenize(t, add_special=add_special_tokens), lambda k: self._piece(k, special=True),
+                      lambda k: bool(llama.llama_vocab_is_control(self._vocab, k)))
+                for t in texts
+            ]  # fmt: skip
+
+    def vocabulary_size(self) -> int:
+        return self._n_vocab
+
+    def detokenize(self, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
+        import llama_cpp as llama
+
+        with VOCAB_LOCK:
+            self._loaded()
+            return [detokenize(llama, self._vocab, row, skip_special_tokens=skip_special_tokens) for row in ids]
+
+    def _loaded(self) -> None:
+        if self._vocab is None:
+            raise RuntimeError(f"model {self.config.id} was unloaded")
 
     def _first_eos(self) -> int:
         return min(self.eos_ids) if self.eos_ids else 0

@@ -12,6 +12,7 @@ from tokenizers import Encoding, Tokenizer
 
 from sie_server.adapters.runtime.base import ModelAdapter, Tokens
 from sie_server.adapters.runtime.precision import packed_bytes
+from sie_server.adapters.runtime.text_tokens import TokenSpan, hf_spans, hf_texts, whole
 from sie_server.cpu_features import Precision
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -57,10 +58,7 @@ class TransformersAdapter(ModelAdapter):
         tokenizer.no_padding()
         tokenizer.enable_truncation(self.max_length)
         self._tokenizer = tokenizer
-        whole = Tokenizer.from_str(fast.backend_tokenizer.to_str())
-        whole.no_padding()
-        whole.no_truncation()
-        self._whole_tokenizer = whole
+        self._whole_tokenizer = whole(fast.backend_tokenizer)
         self._pad_id = int(fast.pad_token_id if fast.pad_token_id is not None else 0)
         self._uses_token_types = "token_type_ids" in fast.model_input_names
         self._special_ids = frozenset(int(i) for i in fast.all_special_ids)
@@ -103,6 +101,18 @@ class TransformersAdapter(ModelAdapter):
         if self._whole_tokenizer is None:
             raise RuntimeError("adapter used before load()")
         return list(self._whole_tokenizer.encode_batch(texts))
+
+    # the text tokenizer exposed (runtime/text_tokens.py's TextTokenizer): the whole text, no length limit
+    def token_spans(self, texts: list[str], *, add_special_tokens: bool) -> list[list[TokenSpan]]:
+        if self._whole_tokenizer is None:
+            raise RuntimeError("adapter used before load()")
+        return hf_spans(self._whole_tokenizer, texts, add_special_tokens=add_special_tokens)
+
+    def vocabulary_size(self) -> int:
+        return int(self.tokenizer.get_vocab_size(with_added_tokens=True))
+
+    def detokenize(self, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
+        return hf_texts(self.tokenizer, ids, skip_special_tokens=skip_special_tokens)
 
     def tokenize_pairs(self, query: str, documents: list[str], instruction: str | None = None) -> list[Tokens]:
         return self._to_tokens(self.tokenizer.encode_batch([(query, d) for d in documents]))

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.encoder import PairScorer
@@ -43,7 +42,6 @@ def render(template: str, values: dict[str, str]) -> tuple[str, dict[str, Span]]
 
 
 class LlmRerankerAdapter(TransformersAdapter, PairScorer):
-    _whole: Tokenizer | None = None
     #: vocabulary ids whose logits are read: [no, yes] or [yes]
     _ids: tuple[int, ...] = ()
 
@@ -54,14 +52,11 @@ class LlmRerankerAdapter(TransformersAdapter, PairScorer):
 
     def load(self, weights: Path) -> None:
         super().load(weights)
-        whole = Tokenizer.from_str(self.tokenizer.to_str())
-        whole.no_truncation()
-        self._whole = whole
         runtime = self.config.runtime
         words = [runtime.no_token, runtime.yes_token] if runtime.no_token is not None else [runtime.yes_token]
         ids = []
         for word in words:
-            found = whole.encode(word, add_special_tokens=False).ids
+            found = self.tokenizer.encode(word, add_special_tokens=False).ids
             if len(found) != 1:
                 self.unload()
                 raise ModelLoadFailed(
@@ -79,10 +74,10 @@ class LlmRerankerAdapter(TransformersAdapter, PairScorer):
         )
 
     def tokenize_pairs(self, query: str, documents: list[str], instruction: str | None = None) -> list[Tokens]:
-        if self._whole is None:
+        if self._whole_tokenizer is None:
             raise RuntimeError("adapter used before load()")
         prompts = [self.prompt(query, d, instruction) for d in documents]
-        encodings = self._whole.encode_batch([text for text, _ in prompts], add_special_tokens=False)
+        encodings = self._whole_tokenizer.encode_batch([text for text, _ in prompts], add_special_tokens=False)
         return [self._fit(e.ids, e.offsets, spans) for e, (_, spans) in zip(encodings, prompts, strict=True)]
 
     def _fit(self, ids: list[int], offsets: list[Span], spans: dict[str, Span]) -> Tokens:

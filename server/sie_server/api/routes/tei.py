@@ -6,7 +6,7 @@ there what its one model does). Always JSON; errors in TEI's ``{"error", "error_
 
 TEI serves one model; this server serves many, so a request names its model in a ``model`` field,
 else the ``X-SIE-Model`` header, else the server's ``--default-model``. ``/tokenize`` and ``/decode``
-answer 400: this server does not expose its models' tokenizers.
+are in ``tei_tokens.py``, on the native tokenize and detokenize calls.
 """
 
 from __future__ import annotations
@@ -75,10 +75,6 @@ NO_MODEL = (
     "no model chosen: this server serves many models where TEI serves one. Name it in the body's "
     '"model" field or the X-SIE-Model header, or start the server with --default-model <catalog id>'
 )
-NO_TOKENIZER = (
-    "this server does not expose its models' tokenizers: /tokenize and /decode are not served "
-    "(token counts are in /v1/encode's usage)"
-)
 INFO_MODEL = Query(default=None, description="this server's: the model (else X-SIE-Model, else --default-model)")
 QUERY_PROMPTS = frozenset({"query"})
 DOCUMENT_PROMPTS = frozenset({"document", "passage", "doc", "corpus"})
@@ -100,7 +96,7 @@ def tei_doc(
     return doc(answer, body=body, errors=tuple(TEI_ERRORS), msgpack=False, codes=TEI_ERRORS, error_model=TeiError)
 
 
-def _model_id(request: Request, named: str | None) -> str:
+def model_id_of(request: Request, named: str | None) -> str:
     model_id = named or request.headers.get(h.MODEL) or getattr(request.app.state, "default_model", None)
     if not model_id:
         raise InvalidInput(NO_MODEL)
@@ -108,10 +104,10 @@ def _model_id(request: Request, named: str | None) -> str:
 
 
 def _choose(request: Request, named: str | None, task: str) -> ModelConfig:
-    return model_for(request, _model_id(request, named), task)
+    return model_for(request, model_id_of(request, named), task)
 
 
-def _texts(inputs: str | list[str], field: str = "inputs") -> list[str]:
+def texts_of(inputs: str | list[str], field: str = "inputs") -> list[str]:
     texts = [inputs] if isinstance(inputs, str) else inputs
     if not texts:
         raise EmptyBatch(f"`{field}` cannot be empty")
@@ -125,7 +121,7 @@ def _truncation(truncate: bool | None, direction: TruncationDirection) -> Trunca
     return None if truncate is None else ("end" if truncate else "error")
 
 
-def _is_query(prompt_name: str | None) -> bool:
+def is_query(prompt_name: str | None) -> bool:
     """TEI's ``prompt_name`` as the text's role (the model's query or document prefix / instruction)."""
     if prompt_name is None or prompt_name.lower() in DOCUMENT_PROMPTS:
         return False
@@ -153,7 +149,7 @@ async def _encode(
             output_types=[output],
             dims=dims,
             truncation=truncation,
-            options={"is_query": True} if _is_query(prompt_name) else None,
+            options={"is_query": True} if is_query(prompt_name) else None,
         ),
     )
     options = call(request)
@@ -171,7 +167,7 @@ def _dense(answer: EncodeResponse) -> list[np.ndarray]:
 
 async def _embed(request: Request, body: EmbedRequest) -> EmbedResponse:
     config = _choose(request, body.model, "encode")
-    texts = _texts(body.inputs)
+    texts = texts_of(body.inputs)
     check_dims(config, body.dimensions, "dimensions")
     own = config.runtime.normalize
     if own and not body.normalize:
@@ -190,7 +186,7 @@ async def _embed_sparse(request: Request, body: EmbedSparseRequest) -> EmbedSpar
     config = _choose(request, body.model, "encode")
     truncation = _truncation(body.truncate, body.truncation_direction)
     answer = await _encode(
-        request, config, _texts(body.inputs), "sparse", prompt_name=body.prompt_name, truncation=truncation
+        request, config, texts_of(body.inputs), "sparse", prompt_name=body.prompt_name, truncation=truncation
     )
     out = []
     for item in answer.items:
@@ -204,7 +200,7 @@ async def _rerank(request: Request, body: TeiRerankRequest) -> TeiRerankResponse
     config = _choose(request, body.model, "score")
     svc = service(request)
     _truncation(body.truncate, body.truncation_direction)  # scorers cut a pair past the model's limit
-    texts = _texts(body.texts, "texts")
+    texts = texts_of(body.texts, "texts")
     svc.limits.text(body.query, "query")
     svc.limits.texts(texts, "texts")
     native = ScoreRequest(
@@ -256,7 +252,7 @@ async def _predict(request: Request, body: PredictRequest) -> PredictResponse:
         raise InvalidInput(
             "inputs must be a text or a batch of one-text lists ([[text], [text]]); TEI's text pairs are not served"
         )
-    answer = await _classify(request, config, _texts(texts), "inputs")
+    answer = await _classify(request, config, texts_of(texts), "inputs")
     batch = [
         [Prediction(label=k, score=v) for k, v in sorted(_scores(item).items(), key=lambda kv: -kv[1])]
         for item in answer.items
@@ -273,7 +269,7 @@ def _one_text(entry: list[str]) -> str:
 async def _similarity(request: Request, body: SimilarityRequest) -> SimilarityResponse:
     config = _choose(request, body.model, "encode")
     params = body.parameters or SimilarityParameters()
-    sentences = _texts(body.inputs.sentences, "sentences")
+    sentences = texts_of(body.inputs.sentences, "sentences")
     truncation = _truncation(params.truncate, params.truncation_direction)
     texts = [body.inputs.source_sentence, *sentences]
     answer = await _encode(request, config, texts, "dense", prompt_name=params.prompt_name, truncation=truncation)
@@ -284,19 +280,19 @@ async def _similarity(request: Request, body: SimilarityRequest) -> SimilarityRe
 @router.post("/embed", **tei_doc(EmbedResponse, EmbedRequest))
 async def embed(request: Request) -> Response:
     """Dense vectors, one per input (TEI's ``normalize``, ``truncate``, ``prompt_name``, ``dimensions``)."""
-    return json_response(await _embed(request, await parse(request, EmbedRequest, _max(request))))
+    return json_response(await _embed(request, await parse(request, EmbedRequest, max_body(request))))
 
 
 @router.post("/embed_sparse", **tei_doc(EmbedSparseResponse, EmbedSparseRequest))
 async def embed_sparse(request: Request) -> Response:
     """Sparse vectors (SPLADE, BGE-M3): each input's non-zero ``{index, value}``."""
-    return json_response(await _embed_sparse(request, await parse(request, EmbedSparseRequest, _max(request))))
+    return json_response(await _embed_sparse(request, await parse(request, EmbedSparseRequest, max_body(request))))
 
 
 @router.post("/embed_all", **tei_doc(EmbedAllResponse, EmbedAllRequest))
 async def embed_all(request: Request) -> Response:
     """Token vectors, from a model with multivector output (ColBERT, BGE-M3); others answer 400."""
-    body = await parse(request, EmbedAllRequest, _max(request))
+    body = await parse(request, EmbedAllRequest, max_body(request))
     config = _choose(request, body.model, "encode")
     encode = config.tasks.encode
     if encode is None or encode.multivector is None:
@@ -306,7 +302,7 @@ async def embed_all(request: Request) -> Response:
         )
     truncation = _truncation(body.truncate, body.truncation_direction)
     answer = await _encode(
-        request, config, _texts(body.inputs), "multivector", prompt_name=body.prompt_name, truncation=truncation
+        request, config, texts_of(body.inputs), "multivector", prompt_name=body.prompt_name, truncation=truncation
     )
     out = []
     for item in answer.items:
@@ -319,19 +315,19 @@ async def embed_all(request: Request) -> Response:
 @router.post("/rerank", **tei_doc(TeiRerankResponse, TeiRerankRequest))
 async def rerank(request: Request) -> Response:
     """``texts`` ranked against ``query``, best first (a sigmoid over a cross-encoder's logit unless ``raw_scores``)."""
-    return json_response(await _rerank(request, await parse(request, TeiRerankRequest, _max(request))))
+    return json_response(await _rerank(request, await parse(request, TeiRerankRequest, max_body(request))))
 
 
 @router.post("/predict", **tei_doc(PredictResponse, PredictRequest))
 async def predict(request: Request) -> Response:
     """A classifier's labels, best first: a list for one text, a list per text for a batch."""
-    return json_response(await _predict(request, await parse(request, PredictRequest, _max(request))))
+    return json_response(await _predict(request, await parse(request, PredictRequest, max_body(request))))
 
 
 @router.post("/similarity", **tei_doc(SimilarityResponse, SimilarityRequest))
 async def similarity(request: Request) -> Response:
     """Cosine similarity of each of ``inputs.sentences`` to ``inputs.source_sentence``."""
-    return json_response(await _similarity(request, await parse(request, SimilarityRequest, _max(request))))
+    return json_response(await _similarity(request, await parse(request, SimilarityRequest, max_body(request))))
 
 
 ROOT_ANSWERS = (EmbedResponse, EmbedSparseResponse, PredictResponse, TeiRerankResponse, SimilarityResponse)
@@ -342,11 +338,11 @@ async def root(request: Request) -> Response:
     """What TEI answers at its root for the model: sentence similarity for ``{"inputs": {source_sentence,
     sentences}}``; else predict for a classifier, rerank for a scorer that does not encode (with ``query``
     and ``texts``), sparse embeddings for a sparse-only encoder, dense embeddings for the rest."""
-    raw = await read_body(request, _max(request))
+    raw = await read_body(request, max_body(request))
     head = validate(RootRequest, raw)
     if isinstance(head.inputs, SimilarityInput):
         return json_response(await _similarity(request, validate(SimilarityRequest, raw)))
-    config = service(request).resolve(_model_id(request, head.model))
+    config = service(request).resolve(model_id_of(request, head.model))
     tasks = config.tasks
     answer: BaseModel
     if config.classifies:
@@ -360,23 +356,11 @@ async def root(request: Request) -> Response:
     return json_response(answer)
 
 
-@router.post("/tokenize", include_in_schema=False)
-async def tokenize(request: Request) -> Response:
-    """Not served: this server does not expose its models' tokenizers (400)."""
-    raise InvalidInput(NO_TOKENIZER)
-
-
-@router.post("/decode", include_in_schema=False)
-async def decode(request: Request) -> Response:
-    """Not served: this server does not expose its models' tokenizers (400)."""
-    raise InvalidInput(NO_TOKENIZER)
-
-
 @router.get("/info", **tei_doc(Info, None))
 async def info(request: Request, model: str | None = INFO_MODEL) -> Response:
     """TEI's facts about the model (``?model=``, the ``X-SIE-Model`` header, or ``--default-model``)."""
     svc = service(request)
-    config = svc.resolve(_model_id(request, model))
+    config = svc.resolve(model_id_of(request, model))
     live = await svc.model(config)
     profile = live.profile or {}
     model_type: EmbeddingType | ClassifierType | RerankerType
@@ -411,5 +395,5 @@ def _pooling(config: ModelConfig) -> str:
     return config.runtime.pooling
 
 
-def _max(request: Request) -> int:
+def max_body(request: Request) -> int:
     return service(request).limits.max_body_bytes
