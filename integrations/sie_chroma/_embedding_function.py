@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 
@@ -57,8 +56,7 @@ class SIEEmbeddingFunction(EmbeddingFunction[Documents]):
         return self._embed(input, is_query=True)
 
     def _embed(self, texts: Documents, *, is_query: bool) -> Embeddings:
-        results = self._backend.encode(list(texts), is_query=is_query)
-        return [np.asarray(result["dense"], dtype=np.float32) for result in results]
+        return [vector for vector in self._backend.arrays(list(texts), is_query=is_query)]
 
     @staticmethod
     def name() -> str:

@@ -6,8 +6,7 @@ hybrid search."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Unpack
 
 from crewai.rag.core.base_embeddings_provider import BaseEmbeddingsProvider
 from crewai.rag.embeddings.providers.custom.embedding_callable import CustomEmbeddingFunction
@@ -15,8 +14,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from sie_chroma import SIEEmbeddingFunction as ChromaEmbeddingFunction
-from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBackend, SparseDict
-from sie_integrations_base._vectorizer import sparse_dict
+from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, CallOptions, SparseEmbedder
 
 
 class SIEEmbeddingFunction(ChromaEmbeddingFunction, CustomEmbeddingFunction):
@@ -44,31 +42,10 @@ class SIEEmbeddingProvider(BaseEmbeddingsProvider[SIEEmbeddingFunction]):
     api_key: str | None = Field(default=None, repr=False)
 
 
-class SIESparseEmbedder:
+class SIESparseEmbedder(SparseEmbedder):
     """Sparse vectors ``{"indices": [...], "values": [...]}``: ``embed_documents(texts)``, ``embed_query(text)``
-    (the same class and calls as the published ``sie-crewai``)."""
+    (the same class and calls as the published ``sie-crewai``, whose first two arguments are ``base_url`` and
+    ``model``). ``options``: ``priority``, ``instruction``, ``batch_size``, ``timeout``, ``api_key``."""
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        model: str = "BAAI/bge-m3",
-        *,
-        priority: Literal["interactive", "batch"] | None = None,
-        instruction: str | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        timeout: float | None = DEFAULT_TIMEOUT_S,
-        api_key: str | None = None,
-    ) -> None:
-        self.backend = SIEBackend(
-            model, base_url=base_url, priority=priority, instruction=instruction, batch_size=batch_size,
-            timeout=timeout, api_key=api_key,
-        )  # fmt: skip
-
-    def embed_documents(self, texts: Sequence[str]) -> list[SparseDict]:
-        return [sparse_dict(r) for r in self.backend.encode(texts, output_types=["sparse"])] if texts else []
-
-    def embed_query(self, text: str) -> SparseDict:
-        return sparse_dict(self.backend.encode([text], output_types=["sparse"], is_query=True)[0])
-
-    def close(self) -> None:
-        self.backend.close()
+    def __init__(self, base_url: str | None = None, model: str = "BAAI/bge-m3", **options: Unpack[CallOptions]) -> None:
+        super().__init__(model, base_url=base_url, **options)

@@ -56,11 +56,7 @@ class SIERerankerTool(_SIETool):
 
     def rank(self, query: str, documents: list[str], top_k: int | None = None) -> list[tuple[float, str]]:
         """(score, document) pairs, best first, at most ``top_k``."""
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be at least 1, not {top_k}")
-        scores = self.backend.score(query, documents) if documents else []
-        ranked = sorted(zip(scores, documents, strict=True), key=lambda pair: pair[0], reverse=True)
-        return ranked[:top_k]
+        return [(score, documents[i]) for i, score in self.backend.rank(query, documents, top_k=top_k)]
 
     def _run(self, query: str, documents: list[str], top_k: int | None = None) -> str:
         if not documents:

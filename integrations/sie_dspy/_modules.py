@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Unpack
 
 import dspy
 
-from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBackend, resolve_base_url
+from sie_integrations_base import BackendOptions, SIEBackend, check_top_k, resolve_base_url
 
 
 def sie_lm(model: str, *, base_url: str | None = None, api_key: str | None = None, **kwargs: Any) -> dspy.LM:
@@ -25,35 +25,20 @@ class SIEReranker(dspy.Module):  # type: ignore[misc]
     """``reranker(query=..., passages=[...], k=None)`` gives ``dspy.Prediction(passages, scores, indices)``,
     best first, at most ``k`` (the constructor's unless given): ``indices`` are positions in ``passages``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        k: int | None = None,
-        base_url: str | None = None,
-        priority: Literal["interactive", "batch"] | None = None,
-        instruction: str | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        timeout: float | None = DEFAULT_TIMEOUT_S,
-        api_key: str | None = None,
-    ) -> None:
+    def __init__(self, model: str, *, k: int | None = None, **options: Unpack[BackendOptions]) -> None:
+        """``options``: ``base_url``, ``priority``, ``instruction``, ``batch_size``, ``timeout``, ``api_key``
+        (``sie_integrations_base.BackendOptions``)."""
         super().__init__()
         self.k = k
-        self.backend = SIEBackend(
-            model,
-            base_url=base_url,
-            priority=priority,
-            instruction=instruction,
-            batch_size=batch_size,
-            timeout=timeout,
-            api_key=api_key,
-        )
+        self.backend = SIEBackend(model, **options)
 
     def forward(self, query: str, passages: Sequence[str], k: int | None = None) -> dspy.Prediction:
         passages = list(passages)
         limit = self.k if k is None else k
-        if limit is not None and limit < 1:
-            raise ValueError(f"k must be at least 1, not {limit}")
-        scores = self.backend.score(query, passages) if passages else []
-        order = sorted(range(len(passages)), key=lambda i: scores[i], reverse=True)[:limit]
-        return dspy.Prediction(passages=[passages[i] for i in order], scores=[scores[i] for i in order], indices=order)
+        check_top_k(limit, "k")
+        ranked = self.backend.rank(query, passages, top_k=limit)
+        return dspy.Prediction(
+            passages=[passages[i] for i, _ in ranked],
+            scores=[score for _, score in ranked],
+            indices=[i for i, _ in ranked],
+        )

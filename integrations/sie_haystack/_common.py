@@ -6,12 +6,18 @@ from __future__ import annotations
 import inspect
 from typing import Any, Literal, TypeVar
 
-from haystack import default_from_dict, default_to_dict
+from haystack import Document, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
 from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBackend
 
 C = TypeVar("C", bound="SIEComponent")
+
+
+def document_text(doc: Document, meta_fields: list[str], separator: str) -> str:
+    """The text a document is embedded or scored from: its chosen meta values, then its content."""
+    meta = [str(doc.meta[key]) for key in meta_fields if doc.meta.get(key) is not None]
+    return separator.join([*meta, doc.content or ""])
 
 
 def default_api_key() -> Secret:
@@ -42,15 +48,7 @@ class SIEComponent:
         self.batch_size = batch_size
         self.timeout = timeout
         self.api_key = api_key if api_key is not None else default_api_key()
-        self.backend = SIEBackend(
-            model,
-            base_url=base_url,
-            priority=priority,
-            instruction=instruction,
-            batch_size=batch_size,
-            timeout=timeout,
-            api_key=self.api_key.resolve_value(),
-        )
+        self.backend = SIEBackend.from_settings(self)
 
     def _init_parameters(self) -> dict[str, Any]:
         """This component's own constructor arguments beyond the shared ones (overridden where there are)."""

@@ -13,15 +13,12 @@ from haystack import Document, component
 from haystack.dataclasses import SparseEmbedding
 from haystack.utils import Secret
 
-from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S
-from sie_integrations_base._vectorizer import sparse_dict
-from sie_sdk.types import EncodeResult
+from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SparseDict
 
-from ._common import SIEComponent
+from ._common import SIEComponent, document_text
 
 
-def _sparse(result: EncodeResult) -> SparseEmbedding:
-    found = sparse_dict(result)
+def _sparse(found: SparseDict) -> SparseEmbedding:
     return SparseEmbedding(indices=found["indices"], values=found["values"])
 
 
@@ -58,11 +55,7 @@ class _DocumentTexts(SIEComponent):
     def _texts(self, documents: list[Document]) -> list[str]:
         if not isinstance(documents, list) or not all(isinstance(d, Document) for d in documents):
             raise TypeError("a document embedder takes a list of Documents; for one string use its text embedder")
-        texts = []
-        for doc in documents:
-            meta = [str(doc.meta[key]) for key in self.meta_fields_to_embed if doc.meta.get(key) is not None]
-            texts.append(self.embedding_separator.join([*meta, doc.content or ""]))
-        return texts
+        return [document_text(doc, self.meta_fields_to_embed, self.embedding_separator) for doc in documents]
 
 
 @component
@@ -101,8 +94,8 @@ class SIESparseTextEmbedder(SIEComponent):
     @component.output_types(sparse_embedding=SparseEmbedding)
     def run(self, text: str) -> dict[str, Any]:
         texts = [_check_text(text, "SIESparseTextEmbedder")]
-        (result,) = self.backend.encode(texts, output_types=["sparse"], is_query=True)
-        return {"sparse_embedding": _sparse(result)}
+        (found,) = self.backend.sparse(texts, is_query=True)
+        return {"sparse_embedding": _sparse(found)}
 
 
 @component
@@ -111,9 +104,7 @@ class SIESparseDocumentEmbedder(_DocumentTexts):
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, Any]:
-        results = self.backend.encode(self._texts(documents), output_types=["sparse"])
+        found = self.backend.sparse(self._texts(documents))
         return {
-            "documents": [
-                replace(doc, sparse_embedding=_sparse(result)) for doc, result in zip(documents, results, strict=True)
-            ]
+            "documents": [replace(doc, sparse_embedding=_sparse(f)) for doc, f in zip(documents, found, strict=True)]
         }

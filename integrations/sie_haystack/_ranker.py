@@ -9,9 +9,9 @@ from typing import Any, Literal
 from haystack import Document, component
 from haystack.utils import Secret
 
-from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S
+from sie_integrations_base import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, check_top_k, rank_order
 
-from ._common import SIEComponent
+from ._common import SIEComponent, document_text
 
 
 @component
@@ -34,7 +34,7 @@ class SIERanker(SIEComponent):
         timeout: float | None = DEFAULT_TIMEOUT_S,
         api_key: Secret | None = None,
     ) -> None:
-        _check_top_k(top_k)
+        check_top_k(top_k)
         SIEComponent.__init__(  # the @component class is a copy: no zero-argument super()
             self,
             model,
@@ -59,23 +59,16 @@ class SIERanker(SIEComponent):
         }
 
     def _text(self, doc: Document) -> str:
-        meta = [str(doc.meta[key]) for key in self.meta_fields_to_embed if doc.meta.get(key) is not None]
-        return self.embedding_separator.join([*meta, doc.content or ""])
+        return document_text(doc, self.meta_fields_to_embed, self.embedding_separator)
 
     def _ranked(
         self, documents: list[Document], scores: list[float], top_k: int | None, score_threshold: float | None
     ) -> dict[str, Any]:
         top_k = self.top_k if top_k is None else top_k
         threshold = self.score_threshold if score_threshold is None else score_threshold
-        _check_top_k(top_k)
-        ranked = sorted(
-            (replace(doc, score=score) for doc, score in zip(documents, scores, strict=True)),
-            key=lambda doc: doc.score or 0.0,
-            reverse=True,
-        )
-        if threshold is not None:
-            ranked = [doc for doc in ranked if (doc.score or 0.0) >= threshold]
-        return {"documents": ranked if top_k is None else ranked[:top_k]}
+        check_top_k(top_k)
+        order = [i for i in rank_order(scores) if threshold is None or scores[i] >= threshold][:top_k]
+        return {"documents": [replace(documents[i], score=scores[i]) for i in order]}
 
     @component.output_types(documents=list[Document])
     def run(
@@ -102,8 +95,3 @@ class SIERanker(SIEComponent):
             return {"documents": []}
         scores = await self.backend.ascore(query, [self._text(doc) for doc in documents])
         return self._ranked(documents, scores, top_k, score_threshold)
-
-
-def _check_top_k(top_k: int | None) -> None:
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be at least 1, not {top_k}")

@@ -12,43 +12,26 @@ garbage-collected (or the caller's own, never closed here); async calls use the 
 
 from __future__ import annotations
 
-import asyncio
-import os
 import ssl
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, cast
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 
 from sie_sdk import DEFAULT_RETRY, RetryPolicy, SIEAsyncClient, SIEClient
 from sie_sdk.types import EncodeResult, GenerateChunk, GenerateResult, Item, Message, ModelInfo, Priority
 
-DEFAULT_BATCH_SIZE: Final = 64
-DEFAULT_TIMEOUT_S: Final = 120.0
-DEFAULT_URL: Final = "http://127.0.0.1:8080"
-# Batches of one async call in flight at once: enough for the server to batch across them.
-ASYNC_CONCURRENCY: Final = 4
-
-T = TypeVar("T")
-R = TypeVar("R")
+from ._batches import chunked, gather_batches, scatter, score_batches, text_list
+from ._results import SparseDict, as_float32, as_floats, check_top_k, rank_order, sparse_dict
+from ._settings import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, resolve_base_url, secret_value
 
 _ssl_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
-
-
-def resolve_base_url(base_url: str | None = None) -> str:
-    """``base_url``, else ``$SIE_URL``, else http://127.0.0.1:8080 (no trailing slash)."""
-    return (base_url or os.environ.get("SIE_URL") or DEFAULT_URL).rstrip("/")
-
-
-def chunked(items: Sequence[T], size: int) -> Iterator[list[T]]:
-    """Consecutive slices of at most ``size`` items."""
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
 
 
 def model_served(
@@ -78,18 +61,6 @@ def _shared_ssl_context() -> ssl.SSLContext:
         if _ssl_context is None:
             _ssl_context = httpx.create_ssl_context()
         return _ssl_context
-
-
-def secret_value(value: Any) -> str | None:
-    """A key given as a plain string or as pydantic's ``SecretStr`` (how LangChain keeps keys)."""
-    if value is None:
-        return None
-    reveal = getattr(value, "get_secret_value", None)
-    return str(reveal()) if callable(reveal) else str(value)
-
-
-def as_floats(vector: Any) -> list[float]:
-    return [float(x) for x in np.asarray(vector, dtype=np.float64).reshape(-1)]
 
 
 class SIEBackend:
@@ -225,7 +196,7 @@ class SIEBackend:
         """Encode ``texts`` in requests of ``batch_size``; one result per text, in order."""
         instruction = self.instruction if is_query else None
         results: list[EncodeResult] = []
-        for batch in chunked(_texts(texts), self.batch_size):
+        for batch in chunked(text_list(texts), self.batch_size):
             results.extend(
                 self.client.encode(
                     model or self.model,
@@ -258,7 +229,7 @@ class SIEBackend:
                     instruction=instruction,
                 )
 
-            parts = await _gather_batches(call, list(chunked(_texts(texts), self.batch_size)))
+            parts = await gather_batches(call, list(chunked(text_list(texts), self.batch_size)))
         return [result for part in parts for result in part]
 
     def embed(self, texts: Sequence[str], *, is_query: bool = False) -> list[list[float]]:
@@ -267,6 +238,17 @@ class SIEBackend:
 
     async def aembed(self, texts: Sequence[str], *, is_query: bool = False) -> list[list[float]]:
         return [as_floats(result["dense"]) for result in await self.aencode(texts, is_query=is_query)]
+
+    def arrays(
+        self, texts: Sequence[str], *, output: str = "dense", is_query: bool = False
+    ) -> list[npt.NDArray[np.float32]]:
+        """One float32 array per text: a vector for "dense", a (tokens, dims) matrix for "multivector"."""
+        results = self.encode(texts, output_types=[output], is_query=is_query)
+        return [as_float32(result[output]) for result in results]  # type: ignore[literal-required]
+
+    def sparse(self, texts: Sequence[str], *, is_query: bool = False, model: str | None = None) -> list[SparseDict]:
+        """Sparse vectors as ``{"indices": [...], "values": [...]}``."""
+        return [sparse_dict(r) for r in self.encode(texts, output_types=["sparse"], is_query=is_query, model=model)]
 
     def dims(self, output: str = "dense", *, model: str | None = None) -> int:
         """The vector size of ``output`` ("dense", or "multivector" per token), asked once."""
@@ -293,9 +275,9 @@ class SIEBackend:
     def score(self, query: str, texts: Sequence[str], *, model: str | None = None) -> list[float]:
         """One relevance score per text, in the order of ``texts`` (higher is better)."""
         scores = [0.0] * len(texts)
-        for start, items in _score_batches(texts, self.batch_size):
+        for start, items in score_batches(texts, self.batch_size):
             answer = self.client.score(model or self.model, query, items, instruction=self.instruction)
-            _scatter(scores, answer["scores"], start)
+            scatter(scores, answer["scores"], start)
         return scores
 
     async def ascore(self, query: str, texts: Sequence[str], *, model: str | None = None) -> list[float]:
@@ -305,10 +287,21 @@ class SIEBackend:
             async def call(batch: tuple[int, list[Item]]) -> None:
                 start, items = batch
                 answer = await client.score(model or self.model, query, items, instruction=self.instruction)
-                _scatter(scores, answer["scores"], start)
+                scatter(scores, answer["scores"], start)
 
-            await _gather_batches(call, list(_score_batches(texts, self.batch_size)))
+            await gather_batches(call, list(score_batches(texts, self.batch_size)))
         return scores
+
+    def rank(self, query: str, texts: Sequence[str], *, top_k: int | None = None) -> list[tuple[int, float]]:
+        """(position in ``texts``, score) pairs, best first, at most ``top_k``; no request for no texts."""
+        check_top_k(top_k)
+        scores = self.score(query, texts)
+        return [(i, scores[i]) for i in rank_order(scores, top_k)]
+
+    async def arank(self, query: str, texts: Sequence[str], *, top_k: int | None = None) -> list[tuple[int, float]]:
+        check_top_k(top_k)
+        scores = await self.ascore(query, texts)
+        return [(i, scores[i]) for i in rank_order(scores, top_k)]
 
     # --- generate ------------------------------------------------------------------------
 
@@ -366,33 +359,6 @@ class SIEBackend:
 
     def model_info(self, model: str | None = None) -> ModelInfo:
         return self.client.get_model(model or self.model)
-
-
-def _texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("pass a list of texts, not one string")
-    return [str(text) for text in texts]
-
-
-def _score_batches(texts: Sequence[str], size: int) -> Iterator[tuple[int, list[Item]]]:
-    """(offset, items) per request; item ids are positions so answers map back to inputs."""
-    for start in range(0, len(_texts(texts)), size):
-        yield start, [Item(id=str(i), text=str(text)) for i, text in enumerate(texts[start : start + size])]
-
-
-def _scatter(scores: list[float], entries: Sequence[Any], start: int) -> None:
-    for entry in entries:
-        scores[start + int(entry["item_id"])] = float(entry["score"])
-
-
-async def _gather_batches(call: Callable[[T], Awaitable[R]], batches: list[T]) -> list[R]:
-    gate = asyncio.Semaphore(ASYNC_CONCURRENCY)
-
-    async def one(batch: T) -> R:
-        async with gate:
-            return await call(batch)
-
-    return list(await asyncio.gather(*(one(batch) for batch in batches)))
 
 
 _GENERATE_PARAMS: Final = frozenset(

@@ -10,36 +10,16 @@ vectorizer subclasses this and converts to its own types.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeAlias, TypedDict
-
-import numpy as np
+from typing import Any, Literal, TypeAlias
 
 from sie_sdk import DEFAULT_RETRY, RetryPolicy, SIEAsyncClient, SIEClient
 from sie_sdk.types import EncodeResult, Priority
 
-from ._backend import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S, SIEBackend, as_floats
+from ._backend import SIEBackend
+from ._results import SparseDict, as_floats, multivector_lists, sparse_dict
+from ._settings import DEFAULT_BATCH_SIZE, DEFAULT_TIMEOUT_S
 
 Output: TypeAlias = Literal["dense", "sparse", "multivector"]
-
-
-class SparseDict(TypedDict):
-    """A sparse vector as plain lists: token ids and their weights."""
-
-    indices: list[int]
-    values: list[float]
-
-
-def sparse_dict(result: EncodeResult) -> SparseDict:
-    sparse = result["sparse"]
-    return {
-        "indices": [int(i) for i in np.asarray(sparse["indices"]).reshape(-1)],
-        "values": as_floats(sparse["values"]),
-    }
-
-
-def multivector_lists(result: EncodeResult) -> list[list[float]]:
-    matrix = np.asarray(result["multivector"], dtype=np.float64)
-    return [[float(x) for x in row] for row in matrix.reshape(matrix.shape[0], -1)]
 
 
 class VectorizerCore:
@@ -125,9 +105,7 @@ class VectorizerCore:
     # --- sparse and multivector ----------------------------------------------------------
 
     def sparse_dicts(self, texts: Sequence[str], *, is_query: bool = False) -> list[SparseDict]:
-        model = self._model_for("sparse")
-        results = self.backend.encode(texts, output_types=["sparse"], is_query=is_query, model=model)
-        return [sparse_dict(result) for result in results]
+        return self.backend.sparse(texts, is_query=is_query, model=self._model_for("sparse"))
 
     def multivectors(self, texts: Sequence[str], *, is_query: bool = False) -> list[list[list[float]]]:
         model = self._model_for("multivector")

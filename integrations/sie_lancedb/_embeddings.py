@@ -54,8 +54,7 @@ class _SIETextFunction(TextEmbeddingFunction):
         return self.backend.dims(self.output)
 
     def _embed(self, texts: Any, *, is_query: bool) -> list[np.ndarray]:
-        results = self.backend.encode(list(self.sanitize_input(texts)), output_types=[self.output], is_query=is_query)
-        return [np.asarray(result[self.output], dtype=np.float32) for result in results]
+        return self.backend.arrays(list(self.sanitize_input(texts)), output=self.output, is_query=is_query)
 
     def generate_embeddings(self, texts: Any, *args: Any, **kwargs: Any) -> list[Any]:
         """Document embeddings (the model's document prefix)."""

@@ -24,35 +24,29 @@ class SIEReranker(SIEFields, BaseDocumentCompressor):
     top_n: int | None = Field(default=3, ge=1)
     score_key: str = "relevance_score"
 
-    def _ranked(self, documents: Sequence[Document], scores: list[float]) -> list[Document]:
-        order = sorted(range(len(documents)), key=lambda i: scores[i], reverse=True)
-        if self.top_n is not None:
-            order = order[: self.top_n]
-        ranked = []
-        for i in order:
+    def _ranked(self, documents: Sequence[Document], ranked: list[tuple[int, float]]) -> list[Document]:
+        copies = []
+        for i, score in ranked:
             doc = documents[i]
-            metadata = {**doc.metadata, self.score_key: scores[i]}
-            ranked.append(Document(page_content=doc.page_content, metadata=metadata, id=doc.id))
-        return ranked
+            metadata = {**doc.metadata, self.score_key: score}
+            copies.append(Document(page_content=doc.page_content, metadata=metadata, id=doc.id))
+        return copies
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         if not documents:
             return []
-        scores = self.backend.score(query, [doc.page_content for doc in documents])
-        return self._ranked(documents, scores)
+        return self._ranked(documents, self.backend.rank(query, [d.page_content for d in documents], top_k=self.top_n))
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         if not documents:
             return []
-        scores = await self.backend.ascore(query, [doc.page_content for doc in documents])
-        return self._ranked(documents, scores)
+        ranked = await self.backend.arank(query, [d.page_content for d in documents], top_k=self.top_n)
+        return self._ranked(documents, ranked)
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[tuple[int, float]]:
         """(index, score) of the ``top_n`` best of plain texts, best first."""
-        scores = self.backend.score(query, list(documents))
-        order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
-        return [(i, scores[i]) for i in order[: self.top_n]]
+        return self.backend.rank(query, list(documents), top_k=self.top_n)

@@ -28,11 +28,9 @@ class SIENodePostprocessor(SIEFields, BaseNodePostprocessor):
             raise ValueError("SIENodePostprocessor needs the query (query_bundle or query_str)")
         return query_bundle.query_str, [node.node.get_content(metadata_mode=self.metadata_mode) for node in nodes]
 
-    def _ranked(self, nodes: list[NodeWithScore], scores: list[float]) -> list[NodeWithScore]:
-        order = sorted(range(len(nodes)), key=lambda i: scores[i], reverse=True)
-        if self.top_n is not None:
-            order = order[: self.top_n]
-        return [NodeWithScore(node=nodes[i].node, score=scores[i]) for i in order]
+    @staticmethod
+    def _ranked(nodes: list[NodeWithScore], ranked: list[tuple[int, float]]) -> list[NodeWithScore]:
+        return [NodeWithScore(node=nodes[i].node, score=score) for i, score in ranked]
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -40,7 +38,7 @@ class SIENodePostprocessor(SIEFields, BaseNodePostprocessor):
         if not nodes:
             return []
         query, texts = self._texts(nodes, query_bundle)
-        return self._ranked(nodes, self.backend.score(query, texts))
+        return self._ranked(nodes, self.backend.rank(query, texts, top_k=self.top_n))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -48,4 +46,4 @@ class SIENodePostprocessor(SIEFields, BaseNodePostprocessor):
         if not nodes:
             return []
         query, texts = self._texts(nodes, query_bundle)
-        return self._ranked(nodes, await self.backend.ascore(query, texts))
+        return self._ranked(nodes, await self.backend.arank(query, texts, top_k=self.top_n))

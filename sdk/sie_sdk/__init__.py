@@ -8,8 +8,8 @@
 """
 
 from ._async import SIEAsyncClient
-from ._core import DEFAULT_RETRY, NO_RETRY, USE_CLIENT_DEFAULT, RetryPolicy
 from ._items import from_file
+from ._retry import DEFAULT_RETRY, NO_RETRY, USE_CLIENT_DEFAULT, RetryPolicy
 from ._sync import SIEClient
 from ._version import __version__
 from .errors import (

@@ -1,29 +1,21 @@
-"""The asyncio client: ``ClientCore`` plus ``httpx.AsyncClient.send`` and ``asyncio.sleep``.
+"""The asyncio client: ``ClientCore`` builds each call, ``_async_transport`` sends it.
 
 The blocking client, ``_sync.py``, is generated from this file: edit here, then run ``make sync-client``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
 
-from ._core import (
-    DEFAULT_RETRY,
-    USE_CLIENT_DEFAULT,
-    ClientCore,
-    Items,
-    PreparedRequest,
-    RetryPolicy,
-    RetryState,
-)
-from ._core import TimeoutArg as Timeout
-from ._results import SSEDecoder
-from .errors import APIError, SIEConnectionError, translate_transport_errors
+from . import _async_transport
+from ._core import ClientCore, Items
+from ._retry import DEFAULT_RETRY, USE_CLIENT_DEFAULT, PreparedRequest, RetryPolicy
+from ._retry import TimeoutArg as Timeout
+from .errors import APIError
 from .types import (
     EncodeResult,
     ExtractResult,
@@ -300,7 +292,7 @@ class SIEAsyncClient:
             timeout=timeout,
         )
         if stream:
-            return self._events(await self._send(prepared))
+            return _async_transport.events(await _async_transport.send(self._http, prepared))
         return await self._call(prepared)
 
     async def chat_completions(
@@ -370,37 +362,4 @@ class SIEAsyncClient:
         await self.aclose()
 
     async def _call(self, prepared: PreparedRequest[T]) -> T:
-        return prepared.parse(await self._send(prepared))
-
-    async def _send(self, prepared: PreparedRequest[Any]) -> httpx.Response:
-        """Send with retries until a 2xx answer (returned) or a typed error (raised)."""
-        state = RetryState(prepared)
-        while True:
-            try:
-                with translate_transport_errors():
-                    response = await self._http.send(state.next_request(), stream=prepared.stream)
-                    if not response.is_success:
-                        await response.aread()
-            except SIEConnectionError as error:
-                delay = state.after_transport_error(error)
-            else:
-                wait = state.after_response(response)
-                if wait is None:
-                    return response
-                delay = wait
-            await asyncio.sleep(delay)
-
-    @staticmethod
-    async def _events(response: httpx.Response) -> AsyncIterator[GenerateChunk]:
-        decoder = SSEDecoder()
-        try:
-            with translate_transport_errors():
-                async for line in response.aiter_lines():
-                    chunk = decoder.feed(line)
-                    if chunk is not None:
-                        yield chunk
-                    if decoder.done:
-                        return
-            decoder.finish()
-        finally:
-            await response.aclose()
+        return prepared.parse(await _async_transport.send(self._http, prepared))

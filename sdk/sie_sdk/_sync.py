@@ -1,31 +1,23 @@
 # Generated from sdk/sie_sdk/_async.py by scripts/gen_sync_client.py; do not edit.
 # Edit _async.py, then regenerate with `make sync-client`.
-"""The blocking client: ``ClientCore`` plus ``httpx.Client.send`` and ``time.sleep``.
+"""The blocking client: ``ClientCore`` builds each call, ``_sync_transport`` sends it.
 
 Generated from ``_async.py`` by ``scripts/gen_sync_client.py``: edit that file, then run ``make sync-client``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
 
-from ._core import (
-    DEFAULT_RETRY,
-    USE_CLIENT_DEFAULT,
-    ClientCore,
-    Items,
-    PreparedRequest,
-    RetryPolicy,
-    RetryState,
-)
-from ._core import TimeoutArg as Timeout
-from ._results import SSEDecoder
-from .errors import APIError, SIEConnectionError, translate_transport_errors
+from . import _sync_transport
+from ._core import ClientCore, Items
+from ._retry import DEFAULT_RETRY, USE_CLIENT_DEFAULT, PreparedRequest, RetryPolicy
+from ._retry import TimeoutArg as Timeout
+from .errors import APIError
 from .types import (
     EncodeResult,
     ExtractResult,
@@ -302,7 +294,7 @@ class SIEClient:
             timeout=timeout,
         )
         if stream:
-            return self._events(self._send(prepared))
+            return _sync_transport.events(_sync_transport.send(self._http, prepared))
         return self._call(prepared)
 
     def chat_completions(
@@ -372,37 +364,4 @@ class SIEClient:
         self.close()
 
     def _call(self, prepared: PreparedRequest[T]) -> T:
-        return prepared.parse(self._send(prepared))
-
-    def _send(self, prepared: PreparedRequest[Any]) -> httpx.Response:
-        """Send with retries until a 2xx answer (returned) or a typed error (raised)."""
-        state = RetryState(prepared)
-        while True:
-            try:
-                with translate_transport_errors():
-                    response = self._http.send(state.next_request(), stream=prepared.stream)
-                    if not response.is_success:
-                        response.read()
-            except SIEConnectionError as error:
-                delay = state.after_transport_error(error)
-            else:
-                wait = state.after_response(response)
-                if wait is None:
-                    return response
-                delay = wait
-            time.sleep(delay)
-
-    @staticmethod
-    def _events(response: httpx.Response) -> Iterator[GenerateChunk]:
-        decoder = SSEDecoder()
-        try:
-            with translate_transport_errors():
-                for line in response.iter_lines():
-                    chunk = decoder.feed(line)
-                    if chunk is not None:
-                        yield chunk
-                    if decoder.done:
-                        return
-            decoder.finish()
-        finally:
-            response.close()
+        return prepared.parse(_sync_transport.send(self._http, prepared))
