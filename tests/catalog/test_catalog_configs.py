@@ -343,6 +343,7 @@ def check_speech(adapter: Any, config: ModelConfig) -> None:
 
 CHECKS: dict[str, Callable[[Any, ModelConfig], None]] = {
     "faster_whisper": check_speech,
+    "whisper": check_speech,
     "nli": check_classifier,
     "gliclass": check_classifier,
     "sequence_classifier": check_classifier,

