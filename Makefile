@@ -78,22 +78,33 @@ TOOL_VENVS ?= $(HOME)/.cache/sie/venvs
 # linked $(2) -> $(1) when $(1) was built (a real folder left by an older Makefile is replaced)
 link_venv = if [ -d $(1) ]; then [ -L $(2) ] || rm -rf $(2); ln -sfn $(1) $(2); fi
 # Superlinked's published Haystack and DSPy integrations beside the SDK (tests/compat/test_published_integrations.py):
-# about 65 s and 50 packages once; sie-crewai 0.10.1 is left out (CrewAI's full stack: 129 packages)
+# about 65 s and 50 packages once
 COMPAT_INTEGRATIONS := sie-haystack==0.10.1 haystack-ai==3.4.1 sie-dspy==0.10.1 dspy==3.4.1
-COMPAT_VENV := $(TOOL_VENVS)/compat-$(shell echo '$(PYTHON312) sie-sdk==0.10.1 $(COMPAT_INTEGRATIONS)' | cksum | cut -d' ' -f1)
+# and sie-crewai 0.10.1, whose `import crewai` needs these modules, not CrewAI's whole stack (129 packages):
+# installed --no-deps, about 25 s once
+COMPAT_CREWAI := sie-crewai==0.10.1 crewai==1.15.30 crewai-core==1.15.30 appdirs==1.4.4 aiofiles==24.1.0 json5==0.10.0 \
+  tomli==2.0.2 cryptography==50.0.2 cffi==2.1.1 jsonref==1.1.0 portalocker==4.4.2 rich==15.0.0 chromadb==1.5.9 \
+  overrides==7.7.0 pybase64==1.5.1 aiosqlite==0.22.1 PyJWT==2.15.1 protobuf==6.33.6 googleapis-common-protos==1.76.0 \
+  opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-semantic-conventions==0.66b2 \
+  opentelemetry-proto==1.45.2 opentelemetry-exporter-otlp-proto-common==1.45.2 \
+  opentelemetry-exporter-otlp-proto-http==1.45.2 opentelemetry-exporter-otlp-common==0.66b2 \
+  opentelemetry-exporter-http-transport==0.66b2
+COMPAT_VENV := $(TOOL_VENVS)/compat-$(shell echo '$(PYTHON312) sie-sdk==0.10.1 $(COMPAT_INTEGRATIONS) $(COMPAT_CREWAI)' | cksum | cut -d' ' -f1)
 compat-venv:
 	@if [ -z "$(PYTHON312)" ]; then echo "warning: no python3.12; the sie-sdk 0.10.1 compatibility test will be skipped"; \
 	elif [ ! -f $(COMPAT_VENV)/.complete ]; then rm -rf $(COMPAT_VENV); \
 	  ($(PYTHON312) -m venv $(COMPAT_VENV) && $(COMPAT_VENV)/bin/pip install -q sie-sdk==0.10.1) \
 	    || echo "warning: could not install sie-sdk 0.10.1; its compatibility test will be skipped"; \
-	  ([ -x $(COMPAT_VENV)/bin/pip ] && $(COMPAT_VENV)/bin/pip install -q $(COMPAT_INTEGRATIONS) && touch $(COMPAT_VENV)/.complete) \
-	    || echo "warning: could not install sie-haystack / sie-dspy 0.10.1; their compatibility test will be skipped"; fi
+	  ([ -x $(COMPAT_VENV)/bin/pip ] && $(COMPAT_VENV)/bin/pip install -q $(COMPAT_INTEGRATIONS) \
+	    && $(COMPAT_VENV)/bin/pip install -q --no-deps $(COMPAT_CREWAI) && touch $(COMPAT_VENV)/.complete) \
+	    || echo "warning: could not install sie-haystack / sie-dspy / sie-crewai 0.10.1; their compatibility tests will be skipped"; fi
 	@$(call link_venv,$(COMPAT_VENV),.venv-compat)
 
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python scripts/gen_sync_client.py --check
 
 # shellcheck lints scripts/*.sh (tests/deploy/test_gpu_check.py): installed from Debian's package when
 # missing and apt-get is there; else that test skips and says why
@@ -163,18 +174,25 @@ sdk-ts/.built: $(SDK_TS_INPUTS)
 
 ## make test: install the test dependencies, lint, type-check and run the test suite; then run the
 ## tests that talk to the shared server again, unchanged, against a gateway + queue worker
+# Both passes run on TEST_WORKERS pytest-xdist workers, a test file each at a time (--dist loadfile: a module's
+# own server starts once, and its tests keep their order); each worker starts its own shared server. Much of the
+# suite waits on processes it starts (servers, NATS, queue workers), which two workers overlap on two cores.
+# TEST_WORKERS=1 runs it in one process, as before.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 test: install-dev compat-venv shellcheck checkov-venv promtool tesseract espeak-ng sdk-ts lint
-	$(BIN)/pytest $(PYTEST_ARGS)
-	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
+	SIE_TEST_TARGET=gateway $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 ## make test-gateway: only the second half of `make test`
 test-gateway: install-dev compat-venv sdk-ts
-	SIE_TEST_TARGET=gateway $(BIN)/pytest $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
+	SIE_TEST_TARGET=gateway $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 clean:
 	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache
 
 ## make sync-client: regenerate the SDK's blocking client (sdk/sie_sdk/_sync.py) from the asyncio one (_async.py)
+## (and _sync_transport.py from _async_transport.py); `make lint` fails when either is stale
 .PHONY: sync-client
 sync-client: | $(BIN)/python
 	$(BIN)/python scripts/gen_sync_client.py

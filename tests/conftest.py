@@ -31,6 +31,7 @@ from tests.helpers.catalog import (
     write_config,
 )
 from tests.helpers.cluster import Gateway, Nats, worker
+from tests.helpers.cores import pin_worker, threads
 from tests.helpers.server import ServerProcess
 from tests.helpers.skip_budget import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 - the skip budget
 from tests.helpers.tiny_bytelevel import build_tiny_bytelevel_llm
@@ -55,6 +56,10 @@ MAX_BODY_BYTES = 256 * 1024
 MAX_ITEMS = 64
 MAX_AUDIO_SECONDS = 60
 TINY_VOCAB = len(tiny_vocab())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    pin_worker()  # an xdist worker (make test) runs, and starts its servers, on its own share of the cores
 
 
 @pytest.fixture(scope="session")
@@ -157,7 +162,7 @@ def server(catalog_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     # float32 for every model (the serving process's flag; a gateway runs no model): the shared server's
     # MiniLM must equal sentence-transformers within 1e-5 and batched vectors equal single ones within 1e-6;
     # the catalog's bf16 is tested in test_precision.py
-    serving = ["--threads", "2", "--cpu-precision", "fp32"]
+    serving = ["--threads", str(threads()), "--cpu-precision", "fp32"]
     # HOME: ONNX Runtime and the OCR packages write caches under it
     env = {"HF_HOME": str(logs / "empty-hf-home"), "HOME": str(logs / "home")}
     if TARGET == "gateway":

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.helpers.catalog import SMOLLM, copy_real, real_config, write_config
+from tests.helpers.cores import threads
 from tests.helpers.metrics import scrape
 from tests.helpers.server import ServerProcess
 from tests.helpers.wait import stays, wait_until, wait_until_steady
@@ -78,7 +79,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
     logs = tmp_path_factory.mktemp("llamacpp-logs")
     proc = ServerProcess(
         catalog,
-        *("--offline", "--threads", "2", "--preload", SMOLLM),
+        *("--offline", "--threads", str(threads()), "--preload", SMOLLM),
         env={"HF_HUB_CACHE": str(hub_cache)},
         log=logs / "server.log",
     )
@@ -209,7 +210,9 @@ def test_a_full_kv_cache_is_resource_exhausted_after_the_wait_limit(tmp_path: Pa
     endless = variant(ENDLESS, cpu={"max_batch_tokens": 256}, max_sequence_length=256)
     endless["adapter"] = "tests.helpers.fault_adapters:EndlessSlowLlamaCpp"
     write_config(catalog, endless)
-    proc = ServerProcess(catalog, "--offline", "--threads", "2", "--preload", ENDLESS, "--load-timeout-s", "1")
+    proc = ServerProcess(
+        catalog, "--offline", "--threads", str(threads()), "--preload", ENDLESS, "--load-timeout-s", "1"
+    )
     proc.wait_ready(timeout_s=300)
     try:
         url = proc.url
