@@ -67,8 +67,15 @@ def test_the_typescript_sdk_suite_against_the_server(built: Path, base_url: str)
 
 def test_npm_pack_gives_an_installable_package(built: Path, tmp_path: Path) -> None:
     """The tarball installs offline into an empty project, with its types, and its client runs there (against a
-    closed port: the suite above already runs these files against the server, so this test runs in one pass)."""
+    closed port: the suite above already runs these files against the server, so this test runs in one pass).
+    Its one dependency comes as a tarball too, packed from the copy `npm ci` installed by the lock file: offline,
+    npm resolves a registry range only from its cache's package metadata, which `npm ci` does not fetch (a fresh
+    machine's cache has none)."""
     packed = _run([str(NPM), "pack", "--json", "--pack-destination", str(tmp_path)], built, timeout=60)
+    msgpack = built / "node_modules" / "@msgpack" / "msgpack"
+    dependency = _run([str(NPM), "pack", "--json", "--ignore-scripts", "--pack-destination", str(tmp_path)], msgpack,
+                      timeout=60)  # fmt: skip
+    dependency_file = json.loads(dependency[dependency.index("[") :])[0]["filename"]
     manifest = json.loads(packed[packed.index("[") :])[0]
     files = {entry["path"] for entry in manifest["files"]}
     assert {"package.json", "README.md", "dist/index.js", "dist/index.d.ts", "dist/client.js"} <= files
@@ -77,7 +84,8 @@ def test_npm_pack_gives_an_installable_package(built: Path, tmp_path: Path) -> N
     project.mkdir()
     (project / "package.json").write_text(json.dumps({"name": "app", "private": True, "type": "module"}))
     offline = ["--offline", "--no-audit", "--no-fund", "--loglevel=error"]
-    _run([str(NPM), "install", *offline, str(tmp_path / manifest["filename"])], project, timeout=120)
+    tarballs = [str(tmp_path / manifest["filename"]), str(tmp_path / dependency_file)]
+    _run([str(NPM), "install", *offline, *tarballs], project, timeout=120)
     script = (
         "const sdk = await import('@sie/sdk');"
         "const client = new sdk.SIEClient({ baseUrl: process.env.SIE_URL, retry: null });"
