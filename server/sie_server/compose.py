@@ -49,6 +49,7 @@ def build_state(settings: Settings) -> EngineFrontDoor:
         pinned=pinned,
         cpu_precision=settings.cpu_precision,
         gguf_formats=settings.gguf_formats,
+        torch_prefill_tokens=settings.torch_prefill_tokens,
     )
     policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens, lanes=not settings.single_lane)
     scheduler = Scheduler(

@@ -208,6 +208,12 @@ class Settings(CommonSettings):
         description="comma-separated GGUF weight formats (q8_0, q4_0, f16, as_is) every llamacpp model may try, in "
         "order, instead of its profile's gguf_formats; each copy must pass the gate, as_is is the last resort",
     )
+    torch_prefill_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="llama.cpp models read prompts of at least this many tokens with torch in float32 and decode "
+        "on llama.cpp, instead of their profile's torch_prefill_tokens; 0: llama.cpp reads every prompt",
+    )
     batch_max_tokens: int | None = Field(
         default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less; 0: no cap"
     )

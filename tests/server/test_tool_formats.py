@@ -122,11 +122,11 @@ def test_the_tools_and_the_history_render_through_the_family_template(file: str)
 def test_a_gguf_template_renders_tools_on_llamacpp_as_transformers_renders_them(file: str) -> None:
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from sie_server.adapters.generators.llamacpp import _compile_template
+    from sie_server.adapters.generators.gguf_template import compile_template
 
     prepared = tool_formats.prepare(None, template(file), [dict(m) for m in HISTORY], request())
     marks = {"bos_token": "<s>", "eos_token": "</s>"}
-    ours = _compile_template(template(file)).render(messages=prepared.messages, add_generation_prompt=True,
+    ours = compile_template(template(file)).render(messages=prepared.messages, add_generation_prompt=True,
                                                     **marks, **prepared.template_args)  # fmt: skip
     theirs, _ = render_jinja_template([prepared.messages], chat_template=template(file), add_generation_prompt=True,
                                       **marks, **prepared.template_args)  # fmt: skip

@@ -296,6 +296,13 @@ class Profile(Strict):
         "first that passes the gate against the file as shipped and runs a RAG-shaped probe faster wins; as_is "
         "(the file as shipped) is the last resort",
     )
+    torch_prefill_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="llamacpp, Llama architecture: prompts of at least this many tokens are read by torch in "
+        "float32 over the GGUF's dequantized weights and their KV cells handed to llama.cpp to decode (a float32 "
+        "copy charged to the model); unset: llama.cpp reads every prompt",
+    )
     prefix_cache_bytes: int = Field(
         default=128 * 2**20,
         ge=0,

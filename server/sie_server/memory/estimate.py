@@ -79,9 +79,11 @@ def activation_reserve(folder: Path, max_batch_tokens: int, max_sequence_length:
     return int(max_batch_tokens * per_token * DTYPE_BYTES[dtype])
 
 
-def gguf_estimate(path: Path, kv_tokens: int) -> tuple[int, int]:
+def gguf_estimate(path: Path, kv_tokens: int, *, torch_prefill: bool = False) -> tuple[int, int]:
     """(weights bytes, KV cache bytes for ``kv_tokens``) of a GGUF model that llama.cpp will run,
-    from the file size and the header's shape fields."""
+    from the file size and the header's shape fields. ``torch_prefill`` (generators/torch_prefill.py):
+    plus a float32 copy of every weight, and a reserve for one prompt of ``kv_tokens`` read by it (its
+    float16 keys and values, twice more as they go to llama.cpp, and a chunk's attention scores)."""
     from gguf import GGUFReader
 
     from sie_server.adapters.generators.llamacpp_sizing import kv_cache_bytes
@@ -90,7 +92,8 @@ def gguf_estimate(path: Path, kv_tokens: int) -> tuple[int, int]:
         return 0, 0
     weights = path.stat().st_size
     try:
-        fields = GGUFReader(path).fields
+        reader = GGUFReader(path)
+        fields = reader.fields
         arch = str(fields["general.architecture"].contents())
 
         def number(key: str, default: int) -> int:
@@ -101,6 +104,13 @@ def gguf_estimate(path: Path, kv_tokens: int) -> tuple[int, int]:
         embd = number("embedding_length", 0)
         heads = number("attention.head_count", 1)
         kv_heads = number("attention.head_count_kv", heads)
+        floats = sum(int(t.n_elements) for t in reader.tensors) if torch_prefill else 0
     except (KeyError, ValueError, OSError):  # unreadable header: llama.cpp's own load will say why
         return weights, 0
-    return weights, kv_cache_bytes(kv_tokens, layers, embd, heads, kv_heads)
+    kv = kv_cache_bytes(kv_tokens, layers, embd, heads, kv_heads)
+    if not torch_prefill:
+        return weights, kv
+    from sie_server.adapters.generators.torch_prefill import CHUNK
+
+    # its keys and values as read, as arrays for llama.cpp and as the state it takes: three times the cache
+    return weights + 4 * floats, 3 * kv + 4 * CHUNK * kv_tokens * heads

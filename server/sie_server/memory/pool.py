@@ -56,6 +56,7 @@ class ModelPool:
         cpu_precision: list[CpuPrecision] | None = None,
         probe: MemoryProbe | None = None,
         gguf_formats: list[GgufFormat] | None = None,
+        torch_prefill_tokens: int | None = None,
     ):
         self.device = device
         self.device_kind = device_kind
@@ -66,6 +67,7 @@ class ModelPool:
         self.factory = factory
         self.cpu_precision = cpu_precision  # --cpu-precision: replaces every cpu profile's list
         self.gguf_formats = gguf_formats  # --gguf-formats: replaces every profile's list
+        self.torch_prefill_tokens = torch_prefill_tokens  # --torch-prefill-tokens: every profile's (0: off)
         self.is_busy: Callable[[str], bool] = lambda model_id: False
         self._slots: dict[str, Slot] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -84,12 +86,15 @@ class ModelPool:
         return slot
 
     def profile(self, config: ModelConfig) -> Profile:
-        """The profile a model loads with on this device (``--cpu-precision``, ``--gguf-formats`` applied)."""
+        """The profile a model loads with on this device (``--cpu-precision``, ``--gguf-formats`` and
+        ``--torch-prefill-tokens`` applied)."""
         profile = config.profile(self.device_kind)
         if self.cpu_precision is not None and self.device_kind == "cpu":
             profile = profile.model_copy(update={"cpu_precision": list(self.cpu_precision)})
         if self.gguf_formats is not None:
             profile = profile.model_copy(update={"gguf_formats": list(self.gguf_formats)})
+        if self.torch_prefill_tokens is not None:
+            profile = profile.model_copy(update={"torch_prefill_tokens": self.torch_prefill_tokens or None})
         return profile
 
     def peek(self, model_id: str) -> Slot | None:
@@ -219,7 +224,8 @@ class ModelPool:
         if effective_backend(config, profile) == "llamacpp" and config.source.gguf_file:
             # llama.cpp allocates its whole KV cache at load: that is the reserve, and it is exact; the copies
             # of read prompts' cells (adapters/generators/llamacpp_prefix.py) may grow to their cap beside it
-            weights, kv = gguf_estimate(folder / config.source.gguf_file, kv_cache_tokens(profile))
+            gguf, tokens = folder / config.source.gguf_file, kv_cache_tokens(profile)
+            weights, kv = gguf_estimate(gguf, tokens, torch_prefill=bool(profile.torch_prefill_tokens))
             return weights, kv + profile.prefix_cache_bytes
         reserve = profile.activation_reserve_bytes
         if reserve is None:

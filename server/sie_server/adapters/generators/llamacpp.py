@@ -11,11 +11,9 @@ overflows; its bytes are part of the model's charge in the memory budget.
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,12 @@ import numpy as np
 import torch
 
 from sie_server.adapters.generators import gguf_formats
+from sie_server.adapters.generators.gguf_template import compile_template
 from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks
 from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
+from sie_server.adapters.generators.llamacpp_state import pack, unpack
 from sie_server.adapters.generators.llamacpp_tokens import VOCAB_LOCK, detokenize, spans
+from sie_server.adapters.generators.torch_prefill import CHUNK, TorchPrefill, load_beside
 from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
 from sie_server.adapters.runtime.prefix_cache import PrefixCache
 from sie_server.adapters.runtime.text_tokens import TokenSpan
@@ -76,6 +77,8 @@ class LlamaCppAdapter(Generator):
     prefix_cache: PrefixCache | None = None
     _bos_text: str = ""
     _eos_text: str = ""
+    _torch: TorchPrefill | None = None  # long prompts' reader (torch_prefill.py), when the profile asks
+    _torch_tokens: int = 0
 
     def load(self, weights: Path) -> None:
         import llama_cpp as llama
@@ -116,6 +119,8 @@ class LlamaCppAdapter(Generator):
             raise ModelLoadFailed(f"llama.cpp could not create a context for {path} (out of memory?)")
         self._model, self._ctx = model, ctx
         self.prefix_cache = PrefixCache(self.profile.prefix_cache_bytes, tail=FA_TILE_ROWS)
+        self._torch_tokens = self.profile.torch_prefill_tokens or 0
+        self._torch = load_beside(path, self.config.id) if self._torch_tokens else None
         self._vocab = llama.llama_model_get_vocab(model)
         self._n_vocab = int(llama.llama_vocab_n_tokens(self._vocab))
         self._batch = llama.llama_batch_init(max(PREFILL_CHUNK, ctx_params.n_seq_max), 0, 1)
@@ -137,7 +142,7 @@ class LlamaCppAdapter(Generator):
         self._eos_text = self._token_text(int(llama.llama_vocab_eos(self._vocab)))
         template = llama.llama_model_chat_template(model, None)
         self._template_text = template.decode() if template else None
-        self._template = _compile_template(self._template_text) if self._template_text else None
+        self._template = compile_template(self._template_text) if self._template_text else None
         # prompt bounds (engine/prompt_bounds.py): the bytes one token covers, the turns the template renders
         self.max_token_bytes = gguf_max_token_bytes(self._vocab, self._n_vocab)
         chat, marks = self._template, {"bos_token": self._bos_text, "eos_token": self._eos_text}
@@ -167,14 +172,16 @@ class LlamaCppAdapter(Generator):
                 llama.llama_free(self._ctx)
             if self._model is not None:
                 llama.llama_model_free(self._model)
-            self._batch = self._ctx = self._model = self._grammar_vocab = self._vocab = None
+            self._batch = self._ctx = self._model = self._grammar_vocab = self._vocab = self._torch = None
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
 
     def resident_bytes(self) -> int:
         """The weights as llama.cpp holds them (quantized). Its KV cache, allocated whole at load, is the
         model's reserve in the memory budget (``memory.estimate.gguf_estimate``), so it is not counted here."""
-        return self._model_bytes if self._ctx is not None else 0
+        if self._ctx is None:
+            return 0
+        return self._model_bytes + (self._torch.resident_bytes() if self._torch is not None else 0)
 
     def grammar_tokenizer(self) -> Any:
         if self._grammar_vocab is None:
@@ -298,25 +305,54 @@ class LlamaCppAdapter(Generator):
         return torch.from_numpy(logits.copy())
 
     def prefill(self, prompts: list[list[int]]) -> tuple[SeqBatch, torch.Tensor]:
-        """Read the prompts together, each from where a cached prefix of it ends (llamacpp_prefix.py);
-        then keep a copy of each new prompt's cells for the prompts that will share it."""
+        """Read the prompts together, each from where a cached prefix of it ends (llamacpp_prefix.py), the
+        long ones by torch when the profile asks (torch_prefill.py); then keep a copy of each new prompt's
+        cells for the prompts that will share it. With torch reading the long prompts, only those are cached
+        and reused: a prefix read by one engine and the rest by the other would not give a cold read's logits."""
         if len(prompts) > len(self._free_ids):
             raise RuntimeError(f"{len(prompts)} new sequences but only {len(self._free_ids)} free sequence ids")
         seq_ids = [self._free_ids.pop() for _ in prompts]
+        rows: list[torch.Tensor | None] = []
+        entries: list[tuple[int, int, int, bool]] = []
         try:
-            starts = [self._restore(prompt, seq) for prompt, seq in zip(prompts, seq_ids, strict=True)]
-            entries = [
-                (prompt[pos], pos, seq, pos == len(prompt) - 1)
-                for prompt, seq, start in zip(prompts, seq_ids, starts, strict=True)
-                for pos in range(start, len(prompt))
-            ]
+            for prompt, seq in zip(prompts, seq_ids, strict=True):
+                if self._by_torch(prompt):
+                    rows.append(self._torch_read(prompt, seq))
+                    continue
+                rows.append(None)
+                start = self._restore(prompt, seq) if self._torch is None else 0
+                entries += [(prompt[pos], pos, seq, pos == len(prompt) - 1) for pos in range(start, len(prompt))]
             parts = [self._decode(entries[a:b]) for a, b in chunks(len(entries), PREFILL_CHUNK)]
         except BaseException:
             self.discard(SeqBatch(seq_ids))
             raise
+        read = iter(torch.cat(parts)) if parts else iter(())
         for prompt, seq in zip(prompts, seq_ids, strict=True):
-            self._save(prompt, seq)
-        return SeqBatch(seq_ids), torch.cat(parts)
+            if self._torch is None or self._by_torch(prompt):
+                self._save(prompt, seq)
+        return SeqBatch(seq_ids), torch.stack([row if row is not None else next(read) for row in rows])
+
+    def _by_torch(self, prompt: list[int]) -> bool:
+        return self._torch is not None and len(prompt) >= self._torch_tokens
+
+    def _torch_read(self, prompt: list[int], seq: int) -> torch.Tensor:
+        """``prompt`` read by torch from the last chunk boundary of its cached prefix, its cells put in ``seq``;
+        the logits of its last position."""
+        import llama_cpp as llama
+
+        assert self._torch is not None
+        start = self._restore(prompt, seq)
+        start -= start % CHUNK
+        llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, start, -1)
+        blob = self._seq_state(seq) if start else None
+        if start and blob is None:
+            llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, -1, -1)
+        state, logits = self._torch.read(prompt, unpack(blob) if blob is not None else None)
+        data = pack(seq, state)
+        cells = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if not llama.llama_state_seq_set_data(self._ctx, cells, len(data), seq):
+            raise RuntimeError("llama.cpp could not take the KV cells torch read (no room in its KV cache)")
+        return logits[0]
 
     def _restore(self, prompt: list[int], seq: int) -> int:
         """Copy the cells of the longest cached prefix of ``prompt`` into ``seq``; the position to read from."""
@@ -334,6 +370,18 @@ class LlamaCppAdapter(Generator):
         llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, reuse, -1)
         return reuse
 
+    def _seq_state(self, seq: int) -> Any:
+        """A copy of ``seq``'s cells (llama.cpp's sequence state), or None when llama.cpp copied less."""
+        import llama_cpp as llama
+
+        size = int(llama.llama_state_seq_get_size(self._ctx, seq))
+        blob = (ctypes.c_uint8 * size)()
+        written = int(llama.llama_state_seq_get_data(self._ctx, blob, size, seq))
+        if written != size:
+            log.warning("llama.cpp copied %d of %d bytes of a sequence's cells", written, size)
+            return None
+        return blob
+
     def _save(self, prompt: list[int], seq: int) -> None:
         import llama_cpp as llama
 
@@ -343,12 +391,9 @@ class LlamaCppAdapter(Generator):
         size = int(llama.llama_state_seq_get_size(self._ctx, seq))
         if not cache.worth_storing(prompt, size):
             return
-        blob = (ctypes.c_uint8 * size)()
-        written = int(llama.llama_state_seq_get_data(self._ctx, blob, size, seq))
-        if written != size:
-            log.warning("llama.cpp copied %d of %d bytes of a sequence's cells; not caching it", written, size)
-            return
-        cache.store(prompt, blob, size)
+        blob = self._seq_state(seq)
+        if blob is not None:
+            cache.store(prompt, blob, len(blob))
 
     def decode(self, batch: SeqBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
         return self._decode([(t, p, s, True) for t, p, s in zip(tokens, positions, batch.seq_ids, strict=True)])
@@ -370,26 +415,3 @@ class LlamaCppAdapter(Generator):
         for seq in batch.seq_ids:
             llama.llama_memory_seq_rm(memory, seq, -1, -1)
             self._free_ids.append(seq)
-
-
-def _compile_template(source: str) -> Any:
-    """A chat template from the GGUF metadata, rendered the way transformers renders it."""
-    from jinja2.exceptions import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str) -> None:
-        raise TemplateError(message)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    # transformers' tojson: plain json.dumps, keys in their order, no HTML escaping (Jinja's own sorts keys
-    # and writes `<` as \u003c, so a tool's schema would not read as the model was trained on)
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env.from_string(source)
-
-
-def _tojson(
-    value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False
-) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
