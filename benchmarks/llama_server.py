@@ -1,6 +1,7 @@
 """This server against llama.cpp's own `llama-server` on the packaged SmolLM2-135M Q4_1 GGUF, side by side.
 
     .venv/bin/python -m benchmarks.llama_server [--rounds 3] [--threads 2] [--tokens 128] [--wait-quiet 60]
+        [--torch-prefill-tokens 256]
         [--build-only] [--sdist llama_cpp_python-0.3.36.tar.gz]
 
 `llama-server` is built once from the llama.cpp that the installed llama-cpp-python vendors (its sdist, from
@@ -316,6 +317,10 @@ def main() -> None:
     parser.add_argument("--wait-quiet", type=float, default=0.0, help="wait up to S s for a quiet machine per round")
     parser.add_argument("--sdist", type=Path, help="a llama_cpp_python-<version>.tar.gz to build from (else pip)")
     parser.add_argument("--build-only", action="store_true", help="build (or find) the cached llama-server, exit")
+    parser.add_argument(
+        "--torch-prefill-tokens", type=int, help="this server reads prompts this long with torch (adapters/generators/"
+        "torch_prefill.py); default: the catalog profile's (off)",
+    )  # fmt: skip
     args = parser.parse_args()
     version = llama_cpp_version()
     binary, built = build(version, args.sdist)
@@ -329,7 +334,8 @@ def main() -> None:
         catalog = Path(tmp) / "catalog"
         catalog.mkdir()
         copy_real(catalog, SMOLLM)
-        sie = ServerProcess(catalog, "--offline", "--threads", str(args.threads), log=Path(tmp) / "sie.log")
+        extra = [] if args.torch_prefill_tokens is None else ["--torch-prefill-tokens", str(args.torch_prefill_tokens)]
+        sie = ServerProcess(catalog, "--offline", "--threads", str(args.threads), *extra, log=Path(tmp) / "sie.log")
         llama: subprocess.Popen[bytes] | None = None
         try:
             sie.wait_ready(timeout_s=600)

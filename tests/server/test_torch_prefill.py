@@ -17,7 +17,7 @@ import torch
 
 from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
 from sie_server.adapters.generators.llamacpp_state import SeqState, pack, unpack
-from sie_server.adapters.generators.torch_prefill import CHUNK, load_beside
+from sie_server.adapters.generators.torch_prefill import CHUNK, MIN_ROWS, load_beside, restart
 from sie_server.catalog.loader import parse_config_file
 from sie_server.memory.estimate import gguf_estimate
 from tests.helpers.catalog import SMOLLM, real_config_path
@@ -190,17 +190,20 @@ def test_the_sequence_state_reader_refuses_what_it_does_not_know(both: tuple[Lla
         unpack(blob + b"\0\0")
 
 
-def test_a_prompt_read_after_a_prefix_ending_on_a_chunk_boundary_is_read_bit_for_bit(
-    both: tuple[LlamaCppAdapter, ...],
-) -> None:
-    """Why llamacpp.py cuts a reused prefix back to a multiple of CHUNK (off a boundary the rows go through other
-    GEMM shapes: measured up to 0.0067 apart in the logits)."""
+def test_a_prompt_read_after_a_prefix_is_read_bit_for_bit(both: tuple[LlamaCppAdapter, ...]) -> None:
+    """Where ``restart`` lets a read begin (a chunk boundary, or a first chunk of MIN_ROWS rows or more), the
+    rows after it get the bits of a cold read (a one-row first chunk is up to 0.0067 off: the GEMV kernel)."""
     reader = both[1]._torch
     assert reader is not None
-    prompt = [int(t) for t in np.random.default_rng(0).integers(100, 40_000, 2 * CHUNK + 189)]
+    length = 2 * CHUNK + 189
+    prompt = [int(t) for t in np.random.default_rng(0).integers(100, 40_000, length)]
     whole, logits = reader.read(prompt)
-    for cut in (CHUNK, 2 * CHUNK):
+    for reused in (CHUNK, 2 * CHUNK, CHUNK + 37, 2 * CHUNK - 1, length - MIN_ROWS):
+        cut = restart(reused, length)
+        assert cut == reused or (cut % CHUNK == 0 and min(length, cut + CHUNK) - reused < MIN_ROWS)
         prefix = SeqState(whole.positions[:cut], [k[:cut] for k in whole.keys], [v[:cut] for v in whole.values])
         rest, again = reader.read(prompt, prefix)
-        assert torch.equal(again, logits)
+        assert torch.equal(again, logits), reused
         assert all(np.array_equal(a, b) for a, b in zip(rest.keys, whole.keys, strict=True))
+    assert restart(2 * CHUNK - 1, length) == CHUNK  # a one-row first chunk: back to the boundary
+    assert restart(CHUNK + 37, length) == CHUNK + 37

@@ -26,7 +26,7 @@ from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks
 from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
 from sie_server.adapters.generators.llamacpp_state import pack, unpack
 from sie_server.adapters.generators.llamacpp_tokens import VOCAB_LOCK, detokenize, spans
-from sie_server.adapters.generators.torch_prefill import CHUNK, TorchPrefill, load_beside
+from sie_server.adapters.generators.torch_prefill import TorchPrefill, load_beside, restart
 from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
 from sie_server.adapters.runtime.prefix_cache import PrefixCache
 from sie_server.adapters.runtime.text_tokens import TokenSpan
@@ -336,13 +336,12 @@ class LlamaCppAdapter(Generator):
         return self._torch is not None and len(prompt) >= self._torch_tokens
 
     def _torch_read(self, prompt: list[int], seq: int) -> torch.Tensor:
-        """``prompt`` read by torch from the last chunk boundary of its cached prefix, its cells put in ``seq``;
+        """``prompt`` read by torch from where its cached prefix ends (``restart``), its cells put in ``seq``;
         the logits of its last position."""
         import llama_cpp as llama
 
         assert self._torch is not None
-        start = self._restore(prompt, seq)
-        start -= start % CHUNK
+        start = restart(self._restore(prompt, seq), len(prompt))
         llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, start, -1)
         blob = self._seq_state(seq) if start else None
         if start and blob is None:

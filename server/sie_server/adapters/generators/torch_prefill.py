@@ -14,12 +14,14 @@ pairs, and so does this forward, so the keys after RoPE are the ones llama.cpp's
 attended to as those float16 values here too. The cells go in through llama.cpp's sequence-state API
 (llamacpp_state.py); the last position's logits pick the first new token.
 
-Exactness across reads: a GEMM's result for one row depends on the shape it is computed in (a 1,500-token
-prompt read after a prefix of 255, 511 or 1,499 of its tokens gave logits up to 0.0067 from the prompt read
-whole; after 256 or 512, 0.0; measured on Zen 3, torch 2.13 CPU). So the
-prompt is read in chunks of ``CHUNK`` rows at positions that are multiples of ``CHUNK``, each through
-every layer before the next; a reused prefix is cut back to a chunk boundary (llamacpp.py), and then a
-prompt read after it gives the bits of a cold read.
+Exactness across reads: the prompt is read in chunks of ``CHUNK`` rows at positions that are multiples of
+``CHUNK``, each through every layer before the next, so a prompt read after a cached prefix goes through
+the same chunks as a cold read, but for the first, which starts where the prefix ends. Its rows give the
+cold read's bits when it has a few dozen rows, not when it has one: a 1,500-token prompt read after
+prefixes of 37, 100, 300, 333, 601, 650, 700, 1,000 or 1,234 of its tokens (first chunks of 24 to 219 rows)
+gave logits equal to the whole read's (0.0), after 255, 511 or 1,499 (one row, the GEMV kernel) up to
+0.0067 apart (measured on Zen 3, torch 2.13 CPU). So ``restart`` moves a reused prefix back to a chunk
+boundary when its first chunk would have fewer than ``MIN_ROWS`` rows.
 
 Only the Llama architecture (``general.architecture`` llama: SmolLM2, Llama 3 with its RoPE frequency
 factors) is read here; any other is a ValueError at load and its prompts stay on llama.cpp. The float32
@@ -42,6 +44,14 @@ from sie_server.adapters.generators.llamacpp_state import SeqState
 log = logging.getLogger(__name__)
 
 CHUNK = 256  # rows read together, at positions that are multiples of it (see the module docstring)
+MIN_ROWS = 64  # the fewest rows a first chunk after a reused prefix may have
+
+
+def restart(reused: int, length: int) -> int:
+    """Where to read a prompt of ``length`` tokens from, given a cached prefix of ``reused`` tokens: there, unless
+    the first chunk would be shorter than ``MIN_ROWS`` rows; then the chunk boundary before it."""
+    first = min(length, (reused // CHUNK + 1) * CHUNK) - reused
+    return reused if reused % CHUNK == 0 or first >= MIN_ROWS else reused - reused % CHUNK
 
 
 @dataclass
