@@ -337,16 +337,14 @@ class LlamaCppAdapter(Generator):
 
     def _torch_read(self, prompt: list[int], seq: int) -> torch.Tensor:
         """``prompt`` read by torch from where its cached prefix ends (``restart``), its cells put in ``seq``;
-        the logits of its last position."""
+        the logits of its last position. The prefix's cells come straight from the cache's copy."""
         import llama_cpp as llama
 
         assert self._torch is not None
-        start = restart(self._restore(prompt, seq), len(prompt))
-        llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, start, -1)
-        blob = self._seq_state(seq) if start else None
-        if start and blob is None:
-            llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, -1, -1)
-        state, logits = self._torch.read(prompt, unpack(blob) if blob is not None else None)
+        entry, reuse = self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else (None, 0)
+        start = restart(reuse, len(prompt))
+        prefix = unpack(entry.blob).head(start) if entry is not None and start else None
+        state, logits = self._torch.read(prompt, prefix)
         data = pack(seq, state)
         cells = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         if not llama.llama_state_seq_set_data(self._ctx, cells, len(data), seq):

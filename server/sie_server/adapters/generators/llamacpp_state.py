@@ -38,6 +38,10 @@ class SeqState:
     def cells(self) -> int:
         return len(self.positions)
 
+    def head(self, count: int) -> SeqState:
+        """The first ``count`` cells."""
+        return SeqState(self.positions[:count], [k[:count] for k in self.keys], [v[:count] for v in self.values])
+
 
 def pack(seq_id: int, state: SeqState) -> bytes:
     cells, layers = state.cells, len(state.keys)
