@@ -16,6 +16,7 @@ from sie_server.adapters.encoders.embedding import EmbeddingAdapter
 from sie_server.adapters.generators.causal_lm import CausalLMAdapter, DecodeBatch
 from sie_server.adapters.generators.llamacpp import LlamaCppAdapter, SeqBatch
 from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.generator import PrefillSteps
 from sie_server.adapters.runtime.media import Found, MediaExtractor
 from sie_server.adapters.runtime.options import EncodeOptions, EncodeOutput, MediaOptions
 
@@ -206,12 +207,12 @@ class PoisonLlamaCpp(LlamaCppAdapter):
             None,
         )
 
-    def prefill(self, prompts: list[list[int]]) -> tuple[SeqBatch, torch.Tensor]:
+    def prefill_steps(self, prompts: list[list[int]], step_tokens: int) -> PrefillSteps:
         marks = [self._mark(p) for p in prompts]
         if POISON_PREFILL in marks:
             record_fault("prefill", len(prompts))
             raise RuntimeError("simulated prefill failure")
-        batch, logits = super().prefill(prompts)
+        batch, logits = yield from super().prefill_steps(prompts, step_tokens)
         self._marks.update({seq: mark for seq, mark in zip(batch.seq_ids, marks, strict=True) if mark})
         return batch, logits
 

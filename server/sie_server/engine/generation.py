@@ -1,53 +1,28 @@
-"""Generation: one decode loop per model that batches every active sequence step by step.
-
-New requests join between steps (they are prefilled together and merged into the running
-batch), finished or abandoned ones leave between steps, and the tokens a batch may hold
-(prompt + max_new_tokens of every active sequence) stay within the model's
-``max_batch_tokens`` — the KV cache the memory budget charged for.
-
-One sequence's failure stays with it: a row that cannot be sampled or decoded ends with its own
-error, and a prefill or decode step that fails as a whole is run again for each sequence alone
-(engine/isolation.py), so only those that fail on their own get the error and the others go on.
-
-Every tensor operation of a model, sampling included, runs on its decode thread, none on the event
-loop's: one OpenMP team per thread that computes, and compute_thread.py says why fewer is faster on CPU.
-"""
+"""Generation: a request's prompt rendered, bounded and tokenized, its sequence started on its model's decode
+loop (engine/decode_loop.py) or on a runtime that decodes on its own (SGLang), and its text streamed back."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import deque
 from collections.abc import AsyncIterator
-from concurrent.futures import Executor
 from typing import Any
 
 import torch
 
-from sie_server.adapters.runtime.base import ModelAdapter
 from sie_server.adapters.runtime.generator import Generator, StreamingGenerator
 from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
 from sie_server.contract.tools_wire import ToolRequest
-from sie_server.engine import isolation, prompt_bounds
+from sie_server.engine import prompt_bounds
+from sie_server.engine.decode_loop import DecodeLoop, generator
 from sie_server.engine.grammar import Constraint, GrammarSpec, check_grammar
-from sie_server.engine.sampling import sample_rows
 from sie_server.engine.sequences import SamplingParams, Sequence
 from sie_server.engine.tool_prompts import prompt_for
-from sie_server.errors import InferenceError, InvalidInput, ResourceExhausted, SIEError
+from sie_server.errors import InferenceError, InvalidInput
 from sie_server.memory.pool import ModelPool
-from sie_server.observability import tracing
-from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
-
-
-def generator(model: ModelConfig, adapter: ModelAdapter) -> Generator:
-    """The loaded model as a generator; an encoder's model is the caller's mistake (400)."""
-    if not isinstance(adapter, Generator):
-        raise InvalidInput(f"model {model.id} does not support generate")
-    return adapter
 
 
 def constraint_for(model: ModelConfig, adapter: Generator, spec: GrammarSpec) -> Constraint:
@@ -63,227 +38,6 @@ def constraint_for(model: ModelConfig, adapter: Generator, spec: GrammarSpec) ->
     if vocabulary is None:
         raise InvalidInput(f"model {model.id} cannot constrain its output to a grammar on its backend")
     return Constraint(vocabulary, check_grammar(spec, vocabulary), int(vocabulary.vocab_size))
-
-
-def _join(adapter: Generator, batch: Any, rows: list[Sequence], model_id: str) -> tuple[Any, list[int | SIEError]]:
-    """Prefill new sequences, merge them into the running batch and sample their first tokens."""
-    joined, logits = adapter.prefill([s.prompt_ids for s in rows])
-    return adapter.merge(batch, joined), sample_rows(logits, rows, model_id)
-
-
-def _decode(adapter: Generator, batch: Any, rows: list[Sequence], model_id: str) -> list[int | SIEError]:
-    """One decode step of the running rows and their next tokens."""
-    logits = adapter.decode(batch, [s.generated[-1] for s in rows], [s.position for s in rows])
-    return sample_rows(logits, rows, model_id)
-
-
-class DecodeLoop:
-    """The sequences of one model and the task that steps them."""
-
-    def __init__(
-        self,
-        config: ModelConfig,
-        pool: ModelPool,
-        executor: Executor,
-        budget: int,
-        metrics: Metrics,
-        *,
-        wait_s: float,
-    ):
-        self.metrics = metrics
-        self.config = config
-        self.pool = pool
-        self.executor = executor
-        self.budget = budget
-        self.wait_s = wait_s
-        self.waiting: deque[Sequence] = deque()
-        self.active: list[Sequence] = []
-        self.batch: Any = None
-        self.task: asyncio.Task[None] | None = None
-        self.steps = 0
-
-    def add(self, seq: Sequence) -> None:
-        self.waiting.append(seq)
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._run(), name=f"decode:{self.config.id}")
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.waiting or self.active)
-
-    async def _run(self) -> None:
-        adapter: Generator | None = None
-        try:
-            while self.waiting or self.active:
-                adapter = generator(self.config, await self.pool.acquire(self.config, wait=True, timeout_s=300))
-                self._drop_cancelled()
-                joining = self._admit(adapter)
-                if joining:
-                    await self._prefill(adapter, joining)
-                elif self.active and self.batch is not None:
-                    await self._step(adapter)
-                await self._retire(adapter)
-                self._expire_waiting()
-                if not self.active and self.waiting and not self._admit_possible():
-                    raise InvalidInput("a request needs more tokens than the model's batch budget")
-        except SIEError as exc:
-            self._fail_all(exc)
-        except Exception as exc:
-            log.exception("decode loop of %s failed", self.config.id)
-            self._fail_all(InferenceError(f"model {self.config.id} failed while generating ({type(exc).__name__})"))
-        finally:
-            if self.batch is not None and adapter is not None:
-                adapter.discard(self.batch)
-            self.batch = None
-
-    async def _prefill(self, adapter: Generator, joining: list[Sequence]) -> None:
-        """Prefill the joining sequences together; if that fails, each alone (the running batch is untouched)."""
-        loop = asyncio.get_running_loop()
-        prompts = [s.prompt_ids for s in joining]
-        try:
-            self.batch, picks = await loop.run_in_executor(
-                self.executor, _join, adapter, self.batch, joining, self.config.id
-            )
-        except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
-            log.warning("prefill of %d sequences for %s failed (%r); each alone", len(joining), self.config.id, exc)
-            self.metrics.isolation_retries.labels(self.config.id, "prefill").inc()
-            self.batch, outcomes = await loop.run_in_executor(
-                self.executor, isolation.prefill_apart, adapter, self.batch, prompts
-            )
-            joining = self._keep_served(joining, outcomes)
-            if not joining:
-                return
-            picks = await self._sample(isolation.stack(outcomes), joining)
-        self.active.extend(joining)
-        self._advance(adapter, joining, picks)
-
-    async def _step(self, adapter: Generator) -> None:
-        """One decode step of every running sequence; if it fails, each sequence runs the step alone
-        and the batch is rebuilt from those that succeed."""
-        loop = asyncio.get_running_loop()
-        try:
-            picks = await loop.run_in_executor(self.executor, _decode, adapter, self.batch, self.active, self.config.id)
-        except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
-            log.warning(
-                "decode step of %d sequences for %s failed (%r); each alone", len(self.active), self.config.id, exc
-            )
-            self.metrics.isolation_retries.labels(self.config.id, "decode").inc()
-            rows = [(s.prompt_ids + s.generated[:-1], s.generated[-1], s.position) for s in self.active]
-            batch, self.batch = self.batch, None
-            self.batch, outcomes = await loop.run_in_executor(
-                self.executor, isolation.decode_apart, adapter, batch, rows
-            )
-            self.active = self._keep_served(self.active, outcomes)
-            if not self.active:
-                return
-            picks = await self._sample(isolation.stack(outcomes), self.active)
-        self.steps += 1
-        self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
-        self._advance(adapter, self.active, picks)
-
-    async def _sample(self, logits: torch.Tensor, rows: list[Sequence]) -> list[int | SIEError]:
-        """The rows' next tokens from logits the isolation path stacked, sampled on the decode thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, sample_rows, logits, rows, self.config.id)
-
-    def _keep_served(self, rows: list[Sequence], outcomes: list[object]) -> list[Sequence]:
-        """The rows whose step succeeded alone; the others end with their own error."""
-        settled = isolation.settle(outcomes, self.config.id)
-        for seq, outcome in zip(rows, settled, strict=True):
-            if isinstance(outcome, SIEError):
-                self._end(seq, outcome)
-        return [seq for seq, outcome in zip(rows, settled, strict=True) if not isinstance(outcome, SIEError)]
-
-    @staticmethod
-    def _end(seq: Sequence, error: SIEError) -> None:
-        """A sequence that failed on its own: its error, and the end of its stream (it leaves the batch at retire)."""
-        if seq.error is None:
-            seq.error = error
-            seq.deltas.put_nowait(None)
-
-    def _admit_possible(self) -> bool:
-        return bool(self.waiting) and self.waiting[0].budget_tokens <= self.budget
-
-    def _admit(self, adapter: Generator) -> list[Sequence]:
-        """Waiting sequences that fit beside the running ones (tokens and rows), oldest first."""
-        used = sum(s.budget_tokens for s in self.active)
-        rows = adapter.max_rows if adapter.max_rows is not None else len(self.waiting) + len(self.active)
-        joining: list[Sequence] = []
-        while (
-            self.waiting
-            and used + self.waiting[0].budget_tokens <= self.budget
-            and len(self.active) + len(joining) < rows
-        ):
-            seq = self.waiting.popleft()
-            used += seq.budget_tokens
-            seq.detokenizer, seq.admitted_at = adapter.detokenizer(), time.monotonic()
-            joining.append(seq)
-        return joining
-
-    def _expire_waiting(self) -> None:
-        """Sequences that found no room in the running batch (its KV cache) within the wait limit."""
-        deadline = time.monotonic() - self.wait_s
-        while self.waiting and self.active and self.waiting[0].queued_at < deadline:
-            seq = self.waiting.popleft()
-            seq.error = ResourceExhausted(
-                f"model {self.config.id}: no room in its KV cache ({self.budget} tokens, held by "
-                f"{len(self.active)} running sequences) for {self.wait_s:.0f}s; retry shortly",
-                retry_after=1.0,
-            )
-            seq.deltas.put_nowait(None)
-
-    def _advance(self, adapter: Generator, rows: list[Sequence], picks: list[int | SIEError]) -> None:
-        for seq, token in zip(rows, picks, strict=True):
-            if isinstance(token, SIEError):
-                self._end(seq, token)
-                continue
-            try:
-                self._add(adapter, seq, token)
-            except Exception as exc:
-                log.exception("%s: turning a token into text failed for one sequence", self.config.id)
-                self._end(seq, InferenceError(f"model {self.config.id} failed decoding a token ({type(exc).__name__})"))
-
-    @staticmethod
-    def _add(adapter: Generator, seq: Sequence, token: int) -> None:
-        assert seq.detokenizer is not None
-        if seq.constraint is not None:
-            seq.constraint.take(token)
-        if token in adapter.eos_ids:
-            seq.finish_reason = "stop"
-            seq.append(seq.detokenizer.flush())
-            return
-        seq.generated.append(token)
-        piece = seq.detokenizer.add(token)
-        if seq.constraint is not None and seq.constraint.finished:  # the grammar is complete: nothing may follow
-            seq.append(piece + seq.detokenizer.flush())
-            seq.finish_reason = seq.finish_reason or "stop"
-            seq.append("")
-        elif len(seq.generated) >= seq.params.max_new_tokens:
-            piece += seq.detokenizer.flush()
-            seq.append(piece)
-            seq.finish_reason = seq.finish_reason or "length"
-            seq.append("")
-        else:
-            seq.append(piece)
-
-    async def _retire(self, adapter: Generator) -> None:
-        keep = [i for i, s in enumerate(self.active) if not s.done]
-        for seq in self.active:
-            if seq.done and seq.error is None:  # a failed one's stream has ended already
-                seq.deltas.put_nowait(None)
-            if seq.done:
-                tracing.generation_spans(seq.trace, self.config.id, seq.queued_at, seq.admitted_at, len(seq.generated))
-        if len(keep) != len(self.active) and self.batch is not None:
-            self.active = [self.active[i] for i in keep]
-            self.batch = await asyncio.get_running_loop().run_in_executor(self.executor, adapter.keep, self.batch, keep)
-
-    def _drop_cancelled(self) -> None:
-        self.waiting = deque(s for s in self.waiting if not s.cancelled)
-
-    def _fail_all(self, exc: SIEError) -> None:
-        for seq in [*self.active, *self.waiting]:
-            self._end(seq, exc)
-        self.active, self.waiting = [], deque()
 
 
 class GenerationService:

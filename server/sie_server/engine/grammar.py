@@ -8,7 +8,7 @@ vocabularies (a Hugging Face fast tokenizer, a GGUF's own), and computes a row's
 the GIL. ``benchmarks/constrained.py`` measures what it costs a decode step.
 
 Each constrained sequence holds its own matcher; the sampler masks that row's logits with it, and the
-loop feeds it every token the row takes (``engine/generation.py``). Free rows of the same batch are
+loop feeds it every token the row takes (``engine/decode_loop.py``). Free rows of the same batch are
 not touched. A grammar that does not compile, a regex that does not parse or a schema keyword the
 engine does not support is an ``InvalidInput`` (400) naming the problem, raised before the sequence
 joins the batch, so it fails only its own request.

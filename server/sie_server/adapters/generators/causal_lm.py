@@ -1,6 +1,6 @@
 """Causal language models on transformers: prompt rendering, batched prefill and one-token decode steps.
 
-The decode loop (engine/generation.py) owns the batch; this adapter only runs the model on
+The decode loop (engine/decode_loop.py) owns the batch; this adapter only runs the model on
 it. A batch is left-padded: row ``i`` holds its real tokens at the right end of the mask.
 """
 

@@ -1,7 +1,7 @@
 """Causal LMs on llama.cpp (extra ``llamacpp``): the GGUF file runs as it is, quantized, on the CPU.
 
 One llama.cpp context per model holds every running sequence in one unified KV cache, each
-under its own sequence id; the decode loop (engine/generation.py) batches them exactly as it
+under its own sequence id; the decode loop (engine/decode_loop.py) batches them exactly as it
 batches the transformers path: a prefill for the sequences that join, then one decode call per
 step with one token for each running sequence. The KV cache is sized to the profile's
 ``max_batch_tokens``, which is also what the loop lets the running sequences hold, so it never
@@ -10,6 +10,7 @@ overflows; its bytes are part of the model's charge in the memory budget.
 
 from __future__ import annotations
 
+import collections.abc
 import ctypes
 import logging
 from collections.abc import Mapping
@@ -25,9 +26,9 @@ from sie_server.adapters.generators.gguf_template import compile_template
 from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks
 from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
 from sie_server.adapters.generators.llamacpp_state import pack, unpack
-from sie_server.adapters.generators.llamacpp_tokens import VOCAB_LOCK, detokenize, spans
+from sie_server.adapters.generators.llamacpp_tokens import VOCAB_LOCK, detokenize, piece, spans, tokenize
 from sie_server.adapters.generators.torch_prefill import TorchPrefill, load_beside, restart
-from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
+from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator, PrefillSteps, run_steps
 from sie_server.adapters.runtime.prefix_cache import PrefixCache
 from sie_server.adapters.runtime.text_tokens import TokenSpan
 from sie_server.adapters.runtime.token_bytes import fallback_chat, gguf_max_token_bytes, rendered_roles
@@ -223,27 +224,10 @@ class LlamaCppAdapter(Generator):
         return self._tokenize(rendered, add_special=False)
 
     def _tokenize(self, text: str, *, add_special: bool) -> list[int]:
-        import llama_cpp as llama
-
-        data = text.encode()
-        room = len(data) + 8
-        buffer = (llama.llama_token * room)()
-        count = llama.llama_tokenize(self._vocab, data, len(data), buffer, room, add_special, True)
-        if count < 0:  # too small: -count is what it needs
-            room = -count
-            buffer = (llama.llama_token * room)()
-            count = llama.llama_tokenize(self._vocab, data, len(data), buffer, room, add_special, True)
-        return [int(t) for t in buffer[:count]]
+        return tokenize(self._vocab, text, add_special=add_special)
 
     def _piece(self, token: int, *, special: bool = False) -> bytes:
-        import llama_cpp as llama
-
-        buffer = ctypes.create_string_buffer(64)
-        size = llama.llama_token_to_piece(self._vocab, token, buffer, 64, 0, special)
-        if size < 0:
-            buffer = ctypes.create_string_buffer(-size)
-            size = llama.llama_token_to_piece(self._vocab, token, buffer, -size, 0, special)
-        return bytes(buffer.raw[:size])
+        return piece(self._vocab, token, special=special)
 
     def _token_text(self, token: int) -> str:
         return self._piece(token, special=True).decode("utf-8", errors="replace") if token >= 0 else ""
@@ -305,10 +289,15 @@ class LlamaCppAdapter(Generator):
         return torch.from_numpy(logits.copy())
 
     def prefill(self, prompts: list[list[int]]) -> tuple[SeqBatch, torch.Tensor]:
+        return run_steps(self.prefill_steps(prompts, PREFILL_CHUNK))
+
+    def prefill_steps(self, prompts: list[list[int]], step_tokens: int) -> PrefillSteps:
         """Read the prompts together, each from where a cached prefix of it ends (llamacpp_prefix.py), the
         long ones by torch when the profile asks (torch_prefill.py); then keep a copy of each new prompt's
         cells for the prompts that will share it. With torch reading the long prompts, only those are cached
-        and reused: a prefix read by one engine and the rest by the other would not give a cold read's logits."""
+        and reused: a prefix read by one engine and the rest by the other would not give a cold read's logits.
+        A step is one llama_decode call of at most ``step_tokens`` tokens (never cut below ``FA_TILE_ROWS``,
+        so the bits are a whole read's) or one torch chunk."""
         if len(prompts) > len(self._free_ids):
             raise RuntimeError(f"{len(prompts)} new sequences but only {len(self._free_ids)} free sequence ids")
         seq_ids = [self._free_ids.pop() for _ in prompts]
@@ -317,13 +306,16 @@ class LlamaCppAdapter(Generator):
         try:
             for prompt, seq in zip(prompts, seq_ids, strict=True):
                 if self._by_torch(prompt):
-                    rows.append(self._torch_read(prompt, seq))
+                    rows.append((yield from self._torch_read(prompt, seq)))
                     continue
                 rows.append(None)
                 start = self._restore(prompt, seq) if self._torch is None else 0
                 entries += [(prompt[pos], pos, seq, pos == len(prompt) - 1) for pos in range(start, len(prompt))]
-            parts = [self._decode(entries[a:b]) for a, b in chunks(len(entries), PREFILL_CHUNK)]
-        except BaseException:
+            parts = []
+            for a, b in chunks(len(entries), min(step_tokens, PREFILL_CHUNK)):
+                parts.append(self._decode(entries[a:b]))
+                yield
+        except BaseException:  # a failure, or the loop closed the steps before the end: the cells are freed
             self.discard(SeqBatch(seq_ids))
             raise
         read = iter(torch.cat(parts)) if parts else iter(())
@@ -335,16 +327,16 @@ class LlamaCppAdapter(Generator):
     def _by_torch(self, prompt: list[int]) -> bool:
         return self._torch is not None and len(prompt) >= self._torch_tokens
 
-    def _torch_read(self, prompt: list[int], seq: int) -> torch.Tensor:
-        """``prompt`` read by torch from where its cached prefix ends (``restart``), its cells put in ``seq``;
-        the logits of its last position. The prefix's cells come straight from the cache's copy."""
+    def _torch_read(self, prompt: list[int], seq: int) -> collections.abc.Generator[None, None, torch.Tensor]:
+        """``prompt`` read by torch from where its cached prefix ends (``restart``), a chunk a step, its cells
+        put in ``seq``; the logits of its last position. The prefix's cells come straight from the cache's copy."""
         import llama_cpp as llama
 
         assert self._torch is not None
         entry, reuse = self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else (None, 0)
         start = restart(reuse, len(prompt))
         prefix = unpack(entry.blob).head(start) if entry is not None and start else None
-        state, logits = self._torch.read(prompt, prefix)
+        state, logits = yield from self._torch.reading(prompt, prefix)
         data = pack(seq, state)
         cells = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         if not llama.llama_state_seq_set_data(self._ctx, cells, len(data), seq):

@@ -20,6 +20,33 @@ from sie_server.adapters.runtime.text_tokens import TokenSpan
 VOCAB_LOCK = threading.Lock()
 
 
+def tokenize(vocab: Any, text: str, *, add_special: bool) -> list[int]:
+    """``text`` as llama.cpp's token ids (special tokens in the text parsed as such)."""
+    import llama_cpp as llama
+
+    data = text.encode()
+    room = len(data) + 8
+    buffer = (llama.llama_token * room)()
+    count = llama.llama_tokenize(vocab, data, len(data), buffer, room, add_special, True)
+    if count < 0:  # too small: -count is what it needs
+        room = -count
+        buffer = (llama.llama_token * room)()
+        count = llama.llama_tokenize(vocab, data, len(data), buffer, room, add_special, True)
+    return [int(t) for t in buffer[:count]]
+
+
+def piece(vocab: Any, token: int, *, special: bool = False) -> bytes:
+    """The bytes one token stands for (a special token's own text with ``special``)."""
+    import llama_cpp as llama
+
+    buffer = ctypes.create_string_buffer(64)
+    size = llama.llama_token_to_piece(vocab, token, buffer, 64, 0, special)
+    if size < 0:
+        buffer = ctypes.create_string_buffer(-size)
+        size = llama.llama_token_to_piece(vocab, token, buffer, -size, 0, special)
+    return bytes(buffer.raw[:size])
+
+
 def char_index(data: bytes) -> np.ndarray:
     """For each byte offset into UTF-8 ``data`` (and its end), the index of the character it falls in."""
     raw = np.frombuffer(data, dtype=np.uint8)

@@ -31,6 +31,7 @@ copy is charged to the model (``resident_bytes``; memory/estimate.py counts it b
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ import torch
 from torch.nn import functional
 
 from sie_server.adapters.generators.llamacpp_state import SeqState
+from sie_server.adapters.runtime.generator import run_steps
 
 log = logging.getLogger(__name__)
 
@@ -113,12 +115,18 @@ class TorchPrefill:
         seen.update({id(t): t for layer in self.layers for t in layer.__dict__.values()})
         return sum(t.numel() * t.element_size() for t in seen.values())
 
-    @torch.inference_mode()
     def read(
         self, prompt: list[int], prefix: SeqState | None = None, *, all_logits: bool = False
     ) -> tuple[SeqState, torch.Tensor]:
         """The cells of the whole prompt (``prefix``'s first, then the rest read here) and the logits of its
         last position (of every position read here with ``all_logits``)."""
+        return run_steps(self.reading(prompt, prefix, all_logits=all_logits))
+
+    @torch.inference_mode()
+    def reading(
+        self, prompt: list[int], prefix: SeqState | None = None, *, all_logits: bool = False
+    ) -> Generator[None, None, tuple[SeqState, torch.Tensor]]:
+        """``read`` a chunk per step: it yields after each chunk and returns what ``read`` answers."""
         start = prefix.cells if prefix is not None else 0
         if start >= len(prompt):
             raise ValueError("nothing left to read after the prefix")
@@ -133,6 +141,7 @@ class TorchPrefill:
             last = self._chunk(prompt, at, end, keys, values)
             hidden.append(last if all_logits else last[-1:])
             at = end
+            yield
         rows = torch.cat(hidden) if all_logits else hidden[-1]
         logits = functional.linear(_rms(rows, self.norm, self.eps), self.output)
         state = SeqState(

@@ -1,4 +1,4 @@
-"""The contract between the decode loop (engine/generation.py) and a model that generates text.
+"""The contract between the decode loop (engine/decode_loop.py) and a model that generates text.
 
 The loop owns the batch and the sampling; a generator only renders prompts, runs the model on
 a batch (prefill, one-token decode steps), and turns tokens back into text. Two implementations:
@@ -10,13 +10,28 @@ context whose KV cache holds every sequence under its own id). A ``StreamingGene
 from __future__ import annotations
 
 import codecs
+import collections.abc
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 import torch
 
 from sie_server.adapters.runtime.base import ModelAdapter
+
+#: a prefill in steps (``Generator.prefill_steps``): each ``next()`` reads one slice of the prompts; the
+#: generator's return value (``StopIteration.value``) is what ``prefill`` answers
+PrefillSteps = collections.abc.Generator[None, None, tuple[Any, torch.Tensor]]
+T = TypeVar("T")
+
+
+def run_steps(steps: collections.abc.Generator[None, None, T]) -> T:
+    """Every step of a stepwise computation at once; what it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(T, done.value)
 
 
 class Detokenizer(ABC):
@@ -106,6 +121,13 @@ class Generator(ModelAdapter):
     @abstractmethod
     def prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
         """Run the prompts together; the new batch and each row's next-token logits (rows x vocab)."""
+
+    def prefill_steps(self, prompts: list[list[int]], step_tokens: int) -> PrefillSteps:
+        """``prefill`` in steps of about ``step_tokens`` prompt tokens each, so the decode loop can run the
+        running sequences' decode steps in between (a long prompt does not stall them). Closing the
+        generator before it returns frees what it holds. By default the whole prefill is one step."""
+        yield from ()
+        return self.prefill(prompts)
 
     @abstractmethod
     def decode(self, batch: Any, tokens: list[int], positions: list[int]) -> torch.Tensor:
