@@ -5,6 +5,7 @@ llama.cpp, and the float32 copy is charged. Packaged SmolLM2 Q4_1, in this proce
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import struct
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from sie_server.adapters.generators import torch_prefill_gate
 from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
 from sie_server.adapters.generators.llamacpp_state import SeqState, pack, unpack
 from sie_server.adapters.generators.torch_prefill import CHUNK, MIN_ROWS, load_beside, restart
@@ -34,11 +36,25 @@ def _folder() -> Path:
     return Path(spec.origin).parent
 
 
-def _adapter(torch_prefill_tokens: int | None) -> LlamaCppAdapter:
+@contextlib.contextmanager
+def gate(min_top1: float, min_speedup: float) -> Iterator[None]:
+    """The torch prefill gate's bounds (torch_prefill_gate.py) set for a load, then restored."""
+    kept = torch_prefill_gate.MIN_TOP1, torch_prefill_gate.MIN_SPEEDUP
+    torch_prefill_gate.MIN_TOP1, torch_prefill_gate.MIN_SPEEDUP = min_top1, min_speedup
+    try:
+        yield
+    finally:
+        torch_prefill_gate.MIN_TOP1, torch_prefill_gate.MIN_SPEEDUP = kept
+
+
+def _adapter(torch_prefill_tokens: int | None, *, min_top1: float = 0.0, min_speedup: float = 0.0) -> LlamaCppAdapter:
+    """SmolLM2 on llama.cpp; with ``torch_prefill_tokens``, torch reads long prompts. The hand-over's mechanics are
+    what these tests check, so the gate passes whatever this CPU's figures unless a test sets its bounds."""
     config = parse_config_file(real_config_path(SMOLLM))
     update = {"max_batch_tokens": 2048, "torch_prefill_tokens": torch_prefill_tokens}
     loaded = LlamaCppAdapter(config, config.profiles["cpu"].model_copy(update=update), "cpu")
-    loaded.load(_folder())
+    with gate(min_top1, min_speedup):
+        loaded.load(_folder())
     return loaded
 
 
@@ -207,3 +223,35 @@ def test_a_prompt_read_after_a_prefix_is_read_bit_for_bit(both: tuple[LlamaCppAd
         assert all(np.array_equal(a, b) for a, b in zip(rest.keys, whole.keys, strict=True))
     assert restart(2 * CHUNK - 1, length) == CHUNK  # a one-row first chunk: back to the boundary
     assert restart(CHUNK + 37, length) == CHUNK + 37
+
+
+@pytest.mark.parametrize(
+    ("min_top1", "min_speedup", "says"),
+    [(1.01, 0.0, "fails the gate"), (0.0, 1e9, "not faster here")],
+)
+def test_the_gate_refuses_torch_where_it_fails_and_every_prompt_stays_on_llama_cpp(
+    min_top1: float, min_speedup: float, says: str, both: tuple[LlamaCppAdapter, ...]
+) -> None:
+    refused = _adapter(THRESHOLD, min_top1=min_top1, min_speedup=min_speedup)
+    try:
+        assert refused._torch is None and refused.resident_bytes() == both[0].resident_bytes()  # the copy freed
+        assert refused.precision_report is not None
+        trial = refused.precision_report.trials[-1]
+        assert trial.precision == "torch_prefill" and trial.outcome == "refused" and says in trial.detail
+        assert trial.top1 is not None and 0.5 < trial.top1 <= 1.0 and trial.kl is not None and 0.0 <= trial.kl < 1.0
+        assert (trial.speedup is None) == (says == "fails the gate")  # timed only once the quality bounds hold
+        long = ask(refused, "What does item 3 cost?")
+        assert len(long) >= THRESHOLD
+        assert greedy(refused, long) == greedy(both[0], long)  # read by llama.cpp, as if torch were off
+    finally:
+        refused.unload()
+
+
+def test_a_torch_reader_that_passes_is_chosen_and_reported(both: tuple[LlamaCppAdapter, ...]) -> None:
+    report = both[1].precision_report
+    assert report is not None and report.running == "as_is"
+    trial = report.trials[-1]
+    assert trial.precision == "torch_prefill" and trial.outcome == "chosen"
+    assert f"prompts of {THRESHOLD}+ tokens read by torch" in trial.detail and "512-token prompt" in trial.detail
+    assert report.as_dict()["gate"][-1]["outcome"] == "chosen"  # as /v1/models shows it
+    assert both[0].precision_report is not None and not both[0].precision_report.trials  # off: no trial

@@ -76,7 +76,7 @@ def _quantize(source: Path, target: Path, ftype: int, threads: int) -> None:
         raise ModelLoadFailed(f"llama.cpp's quantizer could not make a copy of {source.name} (status {status})")
 
 
-class _Probe:
+class LlamaProbe:
     """One GGUF file on a small context of its own: logits at every position, and a timed RAG-shaped call."""
 
     def __init__(self, path: Path, threads: int):
@@ -149,10 +149,19 @@ class _Probe:
         llama.llama_model_free(self.model)
 
 
+def agreement(reference: np.ndarray, candidate: np.ndarray) -> tuple[int, float]:
+    """Over rows of next-token logits: in how many the two pick the same token, and the sum of
+    KL(reference || candidate) in nats."""
+    ref, got = reference.astype(np.float64), candidate.astype(np.float64)
+    log_p = ref - np.logaddexp.reduce(ref, axis=-1, keepdims=True)
+    log_q = got - np.logaddexp.reduce(got, axis=-1, keepdims=True)
+    return int((ref.argmax(-1) == got.argmax(-1)).sum()), float((np.exp(log_p) * (log_p - log_q)).sum())
+
+
 def measure(shipped: Path, copy: Path, threads: int, min_top1: float, max_kl: float) -> GateFigures:
     """The gate's figures for ``copy`` against ``shipped``: agreement and KL, then, if they pass, the
     RAG-shaped probe's times (two alternating rounds each, the faster kept)."""
-    reference, candidate = _Probe(shipped, threads), _Probe(copy, threads)
+    reference, candidate = LlamaProbe(shipped, threads), LlamaProbe(copy, threads)
     try:
         agree = positions = 0
         kl_sum = 0.0
@@ -160,12 +169,8 @@ def measure(shipped: Path, copy: Path, threads: int, min_top1: float, max_kl: fl
             tokens = reference.tokens(text)[:1024]
             if len(tokens) < 2:
                 continue
-            ref, got = reference.logits(tokens).astype(np.float64), candidate.logits(tokens).astype(np.float64)
-            agree += int((ref.argmax(-1) == got.argmax(-1)).sum())
-            positions += len(tokens)
-            log_p = ref - np.logaddexp.reduce(ref, axis=-1, keepdims=True)
-            log_q = got - np.logaddexp.reduce(got, axis=-1, keepdims=True)
-            kl_sum += float((np.exp(log_p) * (log_p - log_q)).sum())
+            same, kl = agreement(reference.logits(tokens), candidate.logits(tokens))
+            agree, kl_sum, positions = agree + same, kl_sum + kl, positions + len(tokens)
         quality = GateFigures(agree / max(positions, 1), kl_sum / max(positions, 1))
         if not quality.passes(min_top1, max_kl):
             return quality

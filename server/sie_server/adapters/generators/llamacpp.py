@@ -13,18 +13,20 @@ from __future__ import annotations
 import collections.abc
 import ctypes
 import logging
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from sie_server.adapters.generators import gguf_formats
+from sie_server.adapters.generators import gguf_formats, torch_prefill_gate
 from sie_server.adapters.generators.gguf_template import compile_template
+from sie_server.adapters.generators.llamacpp_context import open_context
 from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks
-from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes, kv_cache_tokens
+from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes
 from sie_server.adapters.generators.llamacpp_state import pack, unpack
 from sie_server.adapters.generators.llamacpp_tokens import VOCAB_LOCK, detokenize, piece, spans, tokenize
 from sie_server.adapters.generators.torch_prefill import TorchPrefill, load_beside, restart
@@ -37,7 +39,6 @@ from sie_server.errors import ModelLoadFailed
 log = logging.getLogger(__name__)
 
 GGUF_MAGIC = b"GGUF"
-MAX_SEQUENCES = 64  # sequences one context decodes together
 
 
 @dataclass
@@ -93,39 +94,15 @@ class LlamaCppAdapter(Generator):
             chatter.setLevel(logging.DEBUG if log.isEnabledFor(logging.DEBUG) else logging.WARNING)
         llama.llama_backend_init()
         path, self.precision_report = gguf_formats.choose(path, list(self.profile.gguf_formats), threads)
-        params = llama.llama_model_default_params()
-        params.n_gpu_layers = 0
-        model = llama.llama_model_load_from_file(str(path).encode(), params)
-        if not model:
-            raise ModelLoadFailed(f"llama.cpp could not load the GGUF file {path} (truncated or unsupported)")
-        ctx_params = llama.llama_context_default_params()
-        ctx_params.n_ctx = kv_cache_tokens(self.profile)
-        ctx_params.n_batch = PREFILL_CHUNK
-        ctx_params.n_ubatch = PREFILL_CHUNK
-        ctx_params.n_seq_max = min(MAX_SEQUENCES, int(llama.llama_max_parallel_sequences()))
-        # logits are only read for each sequence's last token: room for one row per sequence, not per
-        # token of a prefill chunk (512 x 49152 floats would be 96 MiB for SmolLM2)
-        ctx_params.n_outputs_max = ctx_params.n_seq_max
-        ctx_params.kv_unified = True  # every sequence may use any cell of the one cache
-        ctx_params.n_threads = threads
-        ctx_params.n_threads_batch = threads
-        ctx_params.no_perf = True
-        # flash attention: measured on this build (no OpenMP), SmolLM2 Q4_1, 2 threads, decode steps of
-        # 1/8/16 sequences took 7.9/34.2/65.5 ms with it and 8.4/36.4/71.8 ms without; and its compute
-        # buffer does not grow with the KV cache (no full KQ matrix for a 512-token prefill chunk)
-        ctx_params.flash_attn_type = llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
-        ctx = llama.llama_init_from_model(model, ctx_params)
-        if not ctx:
-            llama.llama_model_free(model)
-            raise ModelLoadFailed(f"llama.cpp could not create a context for {path} (out of memory?)")
+        model, ctx = open_context(path, self.profile, threads)
         self._model, self._ctx = model, ctx
         self.prefix_cache = PrefixCache(self.profile.prefix_cache_bytes, tail=FA_TILE_ROWS)
         self._torch_tokens = self.profile.torch_prefill_tokens or 0
         self._torch = load_beside(path, self.config.id) if self._torch_tokens else None
         self._vocab = llama.llama_model_get_vocab(model)
         self._n_vocab = int(llama.llama_vocab_n_tokens(self._vocab))
-        self._batch = llama.llama_batch_init(max(PREFILL_CHUNK, ctx_params.n_seq_max), 0, 1)
         self._free_ids = list(range(int(llama.llama_n_seq_max(ctx))))
+        self._batch = llama.llama_batch_init(max(PREFILL_CHUNK, len(self._free_ids)), 0, 1)
         self.max_rows = len(self._free_ids)
         self.context_length = min(
             int(llama.llama_model_n_ctx_train(model)), self.config.max_sequence_length, self.profile.max_batch_tokens
@@ -154,6 +131,8 @@ class LlamaCppAdapter(Generator):
             return str(chat.render(messages=messages, add_generation_prompt=True, **marks))
 
         self.rendered_roles = rendered_roles(chat_text)
+        if self._torch is not None:
+            self._gate_torch()
         log.info(
             "llama.cpp: %s, %d threads, KV cache %d tokens (%.1f MiB) for up to %d sequences",
             path.name,
@@ -323,6 +302,37 @@ class LlamaCppAdapter(Generator):
             if self._torch is None or self._by_torch(prompt):
                 self._save(prompt, seq)
         return SeqBatch(seq_ids), torch.stack([row if row is not None else next(read) for row in rows])
+
+    def _gate_torch(self) -> None:
+        """Keep the torch reader only if it passes torch_prefill_gate.py here; the trial goes in the report."""
+        figures, length = torch_prefill_gate.measure(
+            self._probe, lambda text: self._tokenize(text, add_special=True), self._torch_tokens, self.context_length
+        )
+        trial = torch_prefill_gate.decide(figures, length, self._torch_tokens, self.config.id)
+        if self.precision_report is not None:
+            self.precision_report = replace(self.precision_report, trials=(*self.precision_report.trials, trial))
+        if trial.outcome != "chosen":
+            self._torch = None
+
+    def _probe(
+        self, prompt: list[int], by_torch: bool, follow: list[int] | None
+    ) -> tuple[np.ndarray, list[int], float]:
+        """The gate's run (torch_prefill_gate.Run) on a sequence of its own, freed after."""
+        seq = self._free_ids.pop()
+        try:
+            started = time.perf_counter()
+            if by_torch:
+                rows = [run_steps(self._torch_read(prompt, seq))]
+            else:
+                entries = [(token, pos, seq, pos == len(prompt) - 1) for pos, token in enumerate(prompt)]
+                rows = [torch.cat([self._decode(entries[a:b]) for a, b in chunks(len(entries), PREFILL_CHUNK)])[0]]
+            took, fed = time.perf_counter() - started, []
+            for k in range(torch_prefill_gate.FOLLOW if follow is None else len(follow)):
+                fed.append(int(rows[-1].argmax()) if follow is None else follow[k])
+                rows.append(self._decode([(fed[-1], len(prompt) + k, seq, True)])[0])
+        finally:
+            self.discard(SeqBatch([seq]))
+        return torch.stack(rows).numpy(), fed, took
 
     def _by_torch(self, prompt: list[int]) -> bool:
         return self._torch is not None and len(prompt) >= self._torch_tokens

@@ -4,7 +4,8 @@ Why: on the 2-core CPUs here llama.cpp reads a Q4_1 prompt at ~200 tokens/s (it 
 for Q4_1 on this build), while the same weights, dequantized to float32, go through torch's GEMMs
 faster (benchmarks/RESULTS.md, issue 24). Decoding stays on llama.cpp, whose quantized one-row kernels
 are the faster ones there. A llamacpp profile turns this on with ``torch_prefill_tokens`` (prompts at
-least that long are read by torch); ``--torch-prefill-tokens`` overrides every profile.
+least that long are read by torch); ``--torch-prefill-tokens`` overrides every profile. At load a gate
+(torch_prefill_gate.py) keeps it only where the answer stays llama.cpp's and torch reads faster.
 
 How: the GGUF file's own tensors, dequantized at load by the ``gguf`` package, run a Llama forward
 written here, so that what the KV cache gets is under this module's control and in llama.cpp's layout
