@@ -299,6 +299,7 @@ def run_rounds(sides: list[Side], texts: Texts, args: argparse.Namespace) -> lis
         figures: dict[str, Figures] = {side.name: {} for side in sides}
         for row in ROWS:
             for side in sides if i % 2 == 0 else sides[::-1]:
+                time.sleep(args.settle)  # the other server's threads go idle first (llama-server's spin a while)
                 figures[side.name].update(asyncio.run(run_row(side, row, prompts, args.tokens, args.streams)))
         rounds.append(figures)
     return rounds
@@ -315,6 +316,10 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=2000, help="prompt tokens of row 3")
     parser.add_argument("--prefix", type=int, default=1500, help="shared prefix tokens of row 4")
     parser.add_argument("--wait-quiet", type=float, default=0.0, help="wait up to S s for a quiet machine per round")
+    parser.add_argument(
+        "--settle", type=float, default=0.5, help="s to wait before each row on each server: llama-server's threads "
+        "keep a core busy for a while after its answer, which slowed this server's next request by 50-130 ms"
+    )  # fmt: skip
     parser.add_argument("--sdist", type=Path, help="a llama_cpp_python-<version>.tar.gz to build from (else pip)")
     parser.add_argument("--build-only", action="store_true", help="build (or find) the cached llama-server, exit")
     parser.add_argument(

@@ -18,7 +18,7 @@ from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS
 from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK
 from sie_server.adapters.runtime.base import ModelAdapter
 from sie_server.catalog.schema import ModelConfig, Profile
-from sie_server.engine.decode_loop import READ_STEP_TOKENS
+from sie_server.engine.decode_loop import BURST_STEPS, READ_STEP_TOKENS
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.sequences import SamplingParams, Sequence
 from sie_server.memory.pool import ModelPool
@@ -136,3 +136,16 @@ async def test_a_read_stopped_halfway_frees_its_cells(service: GenerationService
     await asyncio.get_running_loop().run_in_executor(service.executor, lambda: None)  # after the close it queued
     assert loop.reading is None and len(adapter._free_ids) == adapter.max_rows
     assert all(s.finish_reason is None for s in running)
+
+
+async def test_tokens_reach_the_stream_as_they_are_decoded_not_at_the_end_of_a_burst(
+    service: GenerationService,
+) -> None:
+    """Steps run back to back on the decode thread (``DecodeLoop._burst``); each token is still sent as it comes."""
+    model = smollm()
+    await recorded(service, model)
+    seq = await start(service, model, "Count from 1 upwards.", 2 * BURST_STEPS)
+    loop = service.loops[model.id]
+    seen = [loop.steps async for _ in service.stream(seq)]  # the steps taken when each delta arrived
+    assert len(seq.generated) == 2 * BURST_STEPS and loop.steps >= 2 * BURST_STEPS - 1
+    assert len(set(seen)) >= BURST_STEPS, seen  # most deltas arrive while their burst goes on

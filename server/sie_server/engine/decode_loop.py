@@ -10,6 +10,11 @@ one decode step of the running sequences after each (``Generator.prefill_steps``
 prompt delays their next tokens by a step's read, not by the whole read; with nothing running it is read
 at once. New sequences wait while one group is being read.
 
+While no sequence waits, ends or joins, the decode thread runs up to ``BURST_STEPS`` steps back to back
+(``_burst``), taking each step's tokens and sending each stream its text as it comes (``Sequence.send``), so
+the event loop is not woken in between to start the next step. Meanwhile the event loop only reads the
+sequences' flags (a caller that left) and adds new sequences to ``waiting``, which ends the burst.
+
 One sequence's failure stays with it: a row that cannot be sampled or decoded ends with its own
 error, and a prefill or decode step that fails as a whole is run again for each sequence alone
 (engine/isolation.py), so only those that fail on their own get the error and the others go on.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import deque
 from concurrent.futures import Executor
@@ -45,6 +51,9 @@ log = logging.getLogger(__name__)
 # prompt tokens read between two decode steps of the running sequences while a prompt joins them: the gap
 # between their tokens is about this read plus a step (benchmarks/decode_gap.py measures it)
 READ_STEP_TOKENS = 128
+# decode steps the decode thread runs back to back before the event loop looks at the batch again, when no sequence
+# waits, ends or joins: one hop through the event loop per step cost ~10% of one stream's speed (benchmarks/RESULTS.md)
+BURST_STEPS = 32
 
 
 def generator(model: ModelConfig, adapter: ModelAdapter) -> Generator:
@@ -103,11 +112,14 @@ class DecodeLoop:
         self.batch: Any = None
         self.reading: tuple[list[Sequence], PrefillSteps] | None = None  # sequences joining, read in steps
         self.task: asyncio.Task[None] | None = None
+        self.stopping = False  # the task is ending: a burst stops at its next step
         self.steps = 0
 
     def add(self, seq: Sequence) -> None:
+        seq.loop, seq.loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self.waiting.append(seq)
         if self.task is None or self.task.done():
+            self.stopping = False
             self.task = asyncio.get_running_loop().create_task(self._run(), name=f"decode:{self.config.id}")
 
     @property
@@ -140,12 +152,13 @@ class DecodeLoop:
         except Exception as exc:
             log.exception("decode loop of %s failed", self.config.id)
             self._fail_all(InferenceError(f"model {self.config.id} failed while generating ({type(exc).__name__})"))
-        finally:
-            if self.reading is not None:  # frees the joining sequences' cells, after a step still running there
+        finally:  # the cells are freed on the decode thread, after a step or burst still running there
+            self.stopping = True
+            if self.reading is not None:
                 self.executor.submit(self.reading[1].close)
                 self.reading = None
             if self.batch is not None and adapter is not None:
-                adapter.discard(self.batch)
+                self.executor.submit(adapter.discard, self.batch)
             self.batch = None
 
     async def _read_step(self, adapter: Generator) -> bool:
@@ -201,7 +214,8 @@ class DecodeLoop:
         and the batch is rebuilt from those that succeed."""
         loop = asyncio.get_running_loop()
         try:
-            picks = await loop.run_in_executor(self.executor, _decode, adapter, self.batch, self.active, self.config.id)
+            await loop.run_in_executor(self.executor, self._burst, adapter)
+            return
         except Exception as exc:  # the traceback is logged once, by the sequence that fails alone
             log.warning(
                 "decode step of %d sequences for %s failed (%r); each alone", len(self.active), self.config.id, exc
@@ -219,6 +233,17 @@ class DecodeLoop:
         self.steps += 1
         self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
         self._advance(adapter, self.active, picks)
+
+    def _burst(self, adapter: Generator) -> None:
+        """Decode steps back to back on the decode thread, each one's tokens taken and sent to the streams, until a
+        sequence is done or waits to join, a prompt is being read or the loop stops, or ``BURST_STEPS`` are run."""
+        for _ in range(BURST_STEPS):
+            picks = _decode(adapter, self.batch, self.active, self.config.id)
+            self.steps += 1
+            self.metrics.batch_items.labels(self.config.id).observe(len(self.active))
+            self._advance(adapter, self.active, picks)
+            if self.waiting or self.reading is not None or self.stopping or any(s.done for s in self.active):
+                return
 
     async def _sample(self, logits: torch.Tensor, rows: list[Sequence]) -> list[int | SIEError]:
         """The rows' next tokens from logits the isolation path stacked, sampled on the decode thread."""
@@ -238,7 +263,7 @@ class DecodeLoop:
         """A sequence that failed on its own: its error, and the end of its stream (it leaves the batch at retire)."""
         if seq.error is None:
             seq.error = error
-            seq.deltas.put_nowait(None)
+            seq.send(None)
 
     def _admit_possible(self) -> bool:
         return bool(self.waiting) and self.waiting[0].budget_tokens <= self.budget

@@ -4,6 +4,7 @@ queue its stream reads deltas from."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,8 @@ class Sequence:
     queued_at: float = field(default_factory=time.monotonic)
     admitted_at: float | None = None  # when it joined the running batch
     trace: Any = field(default_factory=tracing.current)  # its request's span (None when tracing is off)
+    loop: asyncio.AbstractEventLoop | None = None  # the event loop its stream reads on, once it is decoded
+    loop_thread: int = 0
 
     @property
     def budget_tokens(self) -> int:
@@ -77,5 +80,12 @@ class Sequence:
                 self.text, self.finish_reason = self.text[: min(found)], "stop"
         stable = len(self.text) if self.finish_reason else len(self.text) - self.params.hold_back
         if stable > self.emitted:
-            self.deltas.put_nowait(self.text[self.emitted : stable])
+            self.send(self.text[self.emitted : stable])
             self.emitted = stable
+
+    def send(self, delta: str | None) -> None:
+        """Queue a delta for the stream (None: it ends), from the event loop's thread or the decode thread."""
+        if self.loop is None or threading.get_ident() == self.loop_thread:
+            self.deltas.put_nowait(delta)
+        else:
+            self.loop.call_soon_threadsafe(self.deltas.put_nowait, delta)
