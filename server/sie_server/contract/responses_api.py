@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sie_server.contract.grammar_wire import GrammarIn
 from sie_server.contract.requests import Seed, Temperature, Whole
@@ -22,6 +22,7 @@ from sie_server.contract.tools_wire import (
     ToolCall,
     ToolChoice,
 )
+from sie_server.errors import InvalidInput
 
 
 class _Open(BaseModel):
@@ -78,11 +79,15 @@ class ResponsesRequest(_Open):
     def chat_tools(self) -> list[Tool] | None:
         if not self.tools:
             return None
-        return [
-            Tool(function=FunctionSpec(name=t.name, description=t.description, strict=t.strict,
-                                       **({"parameters": t.parameters} if t.parameters is not None else {})))
-            for t in self.tools
-        ]  # fmt: skip
+        tools = []
+        for index, t in enumerate(self.tools):
+            try:
+                tools.append(Tool(function=FunctionSpec(name=t.name, description=t.description, strict=t.strict,
+                                  **({"parameters": t.parameters} if t.parameters is not None else {}))))  # fmt: skip
+            except ValidationError as exc:  # a name the chat route's tools refuse: this request's 400
+                reason = "; ".join(str(e["msg"]) for e in exc.errors())
+                raise InvalidInput(f"tools[{index}]: {reason}") from None
+        return tools
 
     def chat_tool_choice(self) -> ToolChoice | None:
         if isinstance(self.tool_choice, NamedFunctionChoice):
