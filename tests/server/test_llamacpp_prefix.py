@@ -96,6 +96,44 @@ def test_a_prompt_sharing_a_prefix_reads_the_rest_and_gets_a_cold_runs_logits(
     assert (warm - cold).abs().amax(-1).max() <= 1e-3  # at every step; 0.0 when measured
 
 
+@pytest.mark.parametrize("visitor", [False, True], ids=["alone", "a-sequence-joins-and-leaves"])
+def test_the_same_short_prompt_again_is_not_read_and_gets_a_cold_runs_logits(
+    adapter: LlamaCppAdapter, visitor: bool
+) -> None:
+    cache = adapter.prefix_cache
+    assert cache is not None
+    prompt = adapter.prompt_ids(None, [{"role": "user", "content": "Name three colours of the rainbow."}])
+    assert len(prompt) < 64  # far shorter than a shared prefix worth reusing (MIN_REUSE)
+    cache.clear()
+    answer = greedy(adapter, prompt)  # the first request: read, its cells and last logits kept
+    cold = run(adapter, prompt, answer, visitor=visitor)  # the same prompt again
+    cache.clear()
+    fresh = run(adapter, prompt, answer, visitor=visitor)  # read afresh: the cache was empty
+    hits, reused = cache.stats.hits, cache.stats.reused_tokens
+    warm = run(adapter, prompt, answer, visitor=visitor)
+    guest = len(adapter.prompt_ids("A short visit.", None)) if visitor else 0  # run's visitor: served whole too
+    assert cache.stats.hits - hits == 1 + bool(visitor) and cache.stats.reused_tokens - reused == len(prompt) + guest
+    assert len(cache.entries) == 1 + bool(visitor)
+    assert (warm - fresh).abs().amax(-1).max() <= 1e-3  # at every step; 0.0 when measured
+    assert (cold - fresh).abs().amax(-1).max() <= 1e-3
+    assert int(warm[0].argmax()) == answer[0]
+
+
+def test_a_prompt_longer_or_shorter_than_a_cached_one_is_read(adapter: LlamaCppAdapter) -> None:
+    cache = adapter.prefix_cache
+    assert cache is not None
+    prompt = adapter.prompt_ids("The capital of France is", None)
+    cache.clear()
+    batch, _ = adapter.prefill([prompt])
+    adapter.discard(batch)
+    hits = cache.stats.hits
+    for other in (prompt[:-1], [*prompt, prompt[-1]]):
+        batch, logits = adapter.prefill([other])
+        adapter.discard(batch)
+        assert logits.shape == (1, adapter.vocabulary_size())
+    assert cache.stats.hits == hits  # neither was served from the cached one
+
+
 def test_the_copies_stay_under_their_cap_least_recently_used_evicted_first(adapter: LlamaCppAdapter) -> None:
     cache = adapter.prefix_cache
     assert cache is not None
@@ -115,7 +153,8 @@ def test_the_copies_stay_under_their_cap_least_recently_used_evicted_first(adapt
         assert len(cache.entries) == 2 and cache.bytes <= cache.cap_bytes
         assert [len(e.tokens) for e in cache.entries.values()] == [len(prompts[1]), len(prompts[2])]
         assert cache.stats.evicted >= 1
-        assert all(e.size == ctypes.sizeof(e.blob) > 0 for e in cache.entries.values())
+        assert all(e.logits is not None and e.size == ctypes.sizeof(e.blob) + e.logits.nbytes > 0
+                   for e in cache.entries.values())  # fmt: skip
     finally:
         cache.cap_bytes = cap
         cache.clear()

@@ -18,6 +18,7 @@ import torch
 
 from sie_server.adapters.generators import torch_prefill_gate
 from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
+from sie_server.adapters.generators.llamacpp_prefix import seq_state
 from sie_server.adapters.generators.llamacpp_state import SeqState, pack, unpack
 from sie_server.adapters.generators.torch_prefill import CHUNK, MIN_ROWS, load_beside, restart
 from sie_server.catalog.loader import parse_config_file
@@ -74,7 +75,7 @@ def ask(adapter: LlamaCppAdapter, question: str) -> list[int]:
 def cells(adapter: LlamaCppAdapter, prompt: list[int]) -> tuple[bytes, torch.Tensor]:
     """The prompt's KV cells as llama.cpp copies them out, and its last position's logits."""
     batch, logits = adapter.prefill([prompt])
-    blob = adapter._seq_state(batch.seq_ids[0])
+    blob = seq_state(adapter._ctx, batch.seq_ids[0])
     adapter.discard(batch)
     return bytes(blob), logits[0]
 

@@ -11,11 +11,11 @@ overflows; its bytes are part of the model's charge in the memory budget.
 from __future__ import annotations
 
 import collections.abc
-import ctypes
 import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,11 @@ import torch
 from sie_server.adapters.generators import gguf_formats, torch_prefill_gate
 from sie_server.adapters.generators.gguf_template import compile_template
 from sie_server.adapters.generators.llamacpp_context import open_context
-from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks
+from sie_server.adapters.generators.llamacpp_prefix import FA_TILE_ROWS, chunks, restore, save, whole
 from sie_server.adapters.generators.llamacpp_sizing import PREFILL_CHUNK, kv_cache_bytes
-from sie_server.adapters.generators.llamacpp_state import pack, unpack
 from sie_server.adapters.generators.llamacpp_tokens import VOCAB_LOCK, detokenize, piece, spans, tokenize
-from sie_server.adapters.generators.torch_prefill import TorchPrefill, load_beside, restart
+from sie_server.adapters.generators.llamacpp_torch import read_into
+from sie_server.adapters.generators.torch_prefill import TorchPrefill, load_beside
 from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator, PrefillSteps, run_steps
 from sie_server.adapters.runtime.prefix_cache import PrefixCache
 from sie_server.adapters.runtime.text_tokens import TokenSpan
@@ -272,8 +272,9 @@ class LlamaCppAdapter(Generator):
 
     def prefill_steps(self, prompts: list[list[int]], step_tokens: int) -> PrefillSteps:
         """Read the prompts together, each from where a cached prefix of it ends (llamacpp_prefix.py), the
-        long ones by torch when the profile asks (torch_prefill.py); then keep a copy of each new prompt's
-        cells for the prompts that will share it. With torch reading the long prompts, only those are cached
+        long ones by torch when the profile asks (torch_prefill.py), one equal to a cached prompt not at all
+        (its cells and logits come back as they were); then keep a copy of each new prompt's cells and
+        last logits for the prompts that will share it. With torch reading the long prompts, only those are cached
         and reused: a prefix read by one engine and the rest by the other would not give a cold read's logits.
         A step is one llama_decode call of at most ``step_tokens`` tokens (never cut below ``FA_TILE_ROWS``,
         so the bits are a whole read's) or one torch chunk."""
@@ -287,8 +288,11 @@ class LlamaCppAdapter(Generator):
                 if self._by_torch(prompt):
                     rows.append((yield from self._torch_read(prompt, seq)))
                     continue
+                if self._torch is None and (served := whole(self._ctx, self.prefix_cache, prompt, seq)) is not None:
+                    rows.append(served)
+                    continue
                 rows.append(None)
-                start = self._restore(prompt, seq) if self._torch is None else 0
+                start = restore(self._ctx, self.prefix_cache, prompt, seq) if self._torch is None else 0
                 entries += [(prompt[pos], pos, seq, pos == len(prompt) - 1) for pos in range(start, len(prompt))]
             parts = []
             for a, b in chunks(len(entries), min(step_tokens, PREFILL_CHUNK)):
@@ -298,17 +302,16 @@ class LlamaCppAdapter(Generator):
             self.discard(SeqBatch(seq_ids))
             raise
         read = iter(torch.cat(parts)) if parts else iter(())
-        for prompt, seq in zip(prompts, seq_ids, strict=True):
+        logits = torch.stack([row if row is not None else next(read) for row in rows])
+        for prompt, seq, row in zip(prompts, seq_ids, logits, strict=True):
             if self._torch is None or self._by_torch(prompt):
-                self._save(prompt, seq)
-        return SeqBatch(seq_ids), torch.stack([row if row is not None else next(read) for row in rows])
+                save(self._ctx, self.prefix_cache, prompt, seq, row)
+        return SeqBatch(seq_ids), logits
 
     def _gate_torch(self) -> None:
         """Keep the torch reader only if it passes torch_prefill_gate.py here; the trial goes in the report."""
-        figures, length = torch_prefill_gate.measure(
-            self._probe, lambda text: self._tokenize(text, add_special=True), self._torch_tokens, self.context_length
-        )
-        trial = torch_prefill_gate.decide(figures, length, self._torch_tokens, self.config.id)
+        tokenize = partial(self._tokenize, add_special=True)
+        trial = torch_prefill_gate.run(self._probe, tokenize, self._torch_tokens, self.context_length, self.config.id)
         if self.precision_report is not None:
             self.precision_report = replace(self.precision_report, trials=(*self.precision_report.trials, trial))
         if trial.outcome != "chosen":
@@ -338,61 +341,8 @@ class LlamaCppAdapter(Generator):
         return self._torch is not None and len(prompt) >= self._torch_tokens
 
     def _torch_read(self, prompt: list[int], seq: int) -> collections.abc.Generator[None, None, torch.Tensor]:
-        """``prompt`` read by torch from where its cached prefix ends (``restart``), a chunk a step, its cells
-        put in ``seq``; the logits of its last position. The prefix's cells come straight from the cache's copy."""
-        import llama_cpp as llama
-
         assert self._torch is not None
-        entry, reuse = self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else (None, 0)
-        start = restart(reuse, len(prompt))
-        prefix = unpack(entry.blob).head(start) if entry is not None and start else None
-        state, logits = yield from self._torch.reading(prompt, prefix)
-        data = pack(seq, state)
-        cells = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        if not llama.llama_state_seq_set_data(self._ctx, cells, len(data), seq):
-            raise RuntimeError("llama.cpp could not take the KV cells torch read (no room in its KV cache)")
-        return logits[0]
-
-    def _restore(self, prompt: list[int], seq: int) -> int:
-        """Copy the cells of the longest cached prefix of ``prompt`` into ``seq``; the position to read from."""
-        import llama_cpp as llama
-
-        if self.prefix_cache is None:
-            return 0
-        entry, reuse = self.prefix_cache.lookup(prompt)
-        if entry is None:
-            return 0
-        if not llama.llama_state_seq_set_data(self._ctx, entry.blob, entry.size, seq):
-            log.warning("llama.cpp could not take back a cached prefix (no room in its KV cache); reading it again")
-            llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, -1, -1)
-            return 0
-        llama.llama_memory_seq_rm(llama.llama_get_memory(self._ctx), seq, reuse, -1)
-        return reuse
-
-    def _seq_state(self, seq: int) -> Any:
-        """A copy of ``seq``'s cells (llama.cpp's sequence state), or None when llama.cpp copied less."""
-        import llama_cpp as llama
-
-        size = int(llama.llama_state_seq_get_size(self._ctx, seq))
-        blob = (ctypes.c_uint8 * size)()
-        written = int(llama.llama_state_seq_get_data(self._ctx, blob, size, seq))
-        if written != size:
-            log.warning("llama.cpp copied %d of %d bytes of a sequence's cells", written, size)
-            return None
-        return blob
-
-    def _save(self, prompt: list[int], seq: int) -> None:
-        import llama_cpp as llama
-
-        cache = self.prefix_cache
-        if cache is None or not cache.worth_storing(prompt, 0) or cache.covers(prompt):
-            return
-        size = int(llama.llama_state_seq_get_size(self._ctx, seq))
-        if not cache.worth_storing(prompt, size):
-            return
-        blob = self._seq_state(seq)
-        if blob is not None:
-            cache.store(prompt, blob, len(blob))
+        return read_into(self._ctx, self._torch, self.prefix_cache, prompt, seq)
 
     def decode(self, batch: SeqBatch, tokens: list[int], positions: list[int]) -> torch.Tensor:
         return self._decode([(t, p, s, True) for t, p, s in zip(tokens, positions, batch.seq_ids, strict=True)])

@@ -98,3 +98,9 @@ def decide(figures: Figures, length: int, threshold: int, model_id: str) -> Tria
     else:
         log.info("%s: %s", model_id, detail)
     return Trial(TRIAL, outcome, detail, top1=figures.top1, kl=figures.kl, speedup=figures.speedup)
+
+
+def run(probe: Run, tokenize: Callable[[str], list[int]], threshold: int, context: int, model_id: str) -> Trial:
+    """Measure and decide: the trial for the model's precision report."""
+    figures, length = measure(probe, tokenize, threshold, context)
+    return decide(figures, length, threshold, model_id)
