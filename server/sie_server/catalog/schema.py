@@ -307,8 +307,8 @@ class Profile(Strict):
         default=128 * 2**20,
         ge=0,
         description="generators: bytes for copies of read prompts' KV cells, so a prompt sharing a prefix "
-        "with an earlier one reads only the rest (charged in the memory budget; least recently used evicted; "
-        "0 turns it off)",
+        "with an earlier one reads only the rest, and on llama.cpp one equal to an earlier one is not read at all "
+        "(charged in the memory budget; least recently used evicted; 0 turns it off)",
     )
     cpu_precision: list[CpuPrecision] = Field(
         default_factory=lambda: list[CpuPrecision](["fp32"]),
