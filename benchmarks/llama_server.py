@@ -21,8 +21,9 @@ each taken on both servers in turn (the order flips every round), medians over -
 Every request is a non-streamed `POST /v1/completions` ({"prompt", "max_tokens", "temperature": 0}; llama-
 server also gets "cache_prompt": true), timed by this client the same way on both; prompts of rows 3 and 4
 are new text every round, so no cache serves a cold one; rows 1 and 2 repeat theirs, which both servers then
-serve from their caches (llama-server's slots, this server's prefix cache), so they measure decoding. Ratios: this server / llama-server (for times,
-this server's time / llama-server's), the median of the per-round ratios.
+serve from their caches (llama-server's slots, this server's prefix cache), so they measure decoding.
+Ratios: this server / llama-server (for times, this server's time / llama-server's), the median of the
+per-round ratios.
 """
 
 from __future__ import annotations
