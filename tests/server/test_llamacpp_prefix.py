@@ -106,7 +106,7 @@ def test_the_same_short_prompt_again_is_not_read_and_gets_a_cold_runs_logits(
     assert len(prompt) < 64  # far shorter than a shared prefix worth reusing (MIN_REUSE)
     cache.clear()
     answer = greedy(adapter, prompt)  # the first request: read, its cells and last logits kept
-    cold = run(adapter, prompt, answer, visitor=visitor)  # the same prompt again
+    again = run(adapter, prompt, answer, visitor=visitor)  # the same prompt again: served whole
     cache.clear()
     fresh = run(adapter, prompt, answer, visitor=visitor)  # read afresh: the cache was empty
     hits, reused = cache.stats.hits, cache.stats.reused_tokens
@@ -115,7 +115,7 @@ def test_the_same_short_prompt_again_is_not_read_and_gets_a_cold_runs_logits(
     assert cache.stats.hits - hits == 1 + bool(visitor) and cache.stats.reused_tokens - reused == len(prompt) + guest
     assert len(cache.entries) == 1 + bool(visitor)
     assert (warm - fresh).abs().amax(-1).max() <= 1e-3  # at every step; 0.0 when measured
-    assert (cold - fresh).abs().amax(-1).max() <= 1e-3
+    assert (again - fresh).abs().amax(-1).max() <= 1e-3
     assert int(warm[0].argmax()) == answer[0]
 
 
