@@ -7,7 +7,8 @@
     encoders/    encode: embedders, SPLADE, ColBERT, BGE-M3, CLIP/SigLIP, ColPali
     scorers/     score: cross-encoders, LLM rerankers
     extractors/  extract on text: GLiNER, GLiNER2
-    documents/   extract on whole documents: docling (parser.py: the DocumentParser contract)
+    documents/   extract on whole documents: docling, model-free or with its layout and table models
+                 (parser.py: the DocumentParser contract)
     vision/      extract on pictures: PP-OCR (RapidOCR), Tesseract, Florence-2, OWLv2, Grounding DINO
     speech/      extract on audio: Whisper through faster-whisper (CTranslate2) and transformers
     classifiers/ extract on text as labels: zero-shot NLI, GLiClass, sequence-classification heads
@@ -39,6 +40,7 @@ _FAMILIES: dict[str, tuple[str, str]] = {
     "gliclass": ("sie_server.adapters.classifiers.gliclass", "GliClassAdapter"),
     "sequence_classifier": ("sie_server.adapters.classifiers.sequence", "SequenceClassifier"),
     "docling": ("sie_server.adapters.documents.docling", "DoclingAdapter"),
+    "docling_layout": ("sie_server.adapters.documents.docling_layout", "DoclingLayoutAdapter"),
     "rapidocr": ("sie_server.adapters.vision.rapidocr", "RapidOcrAdapter"),
     "tesseract": ("sie_server.adapters.vision.tesseract", "TesseractAdapter"),
     "florence2": ("sie_server.adapters.vision.florence2", "Florence2Adapter"),

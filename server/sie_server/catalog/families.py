@@ -24,6 +24,7 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "causal_lm": (frozenset({"generate"}), frozenset({"generate", "extract"})),
     # documents and images in (adapters/documents, adapters/vision)
     "docling": (frozenset({"extract"}), frozenset({"extract"})),
+    "docling_layout": (frozenset({"extract"}), frozenset({"extract"})),
     "rapidocr": (frozenset({"extract"}), frozenset({"extract"})),
     "tesseract": (frozenset({"extract"}), frozenset({"extract"})),
     "florence2": (frozenset({"extract"}), frozenset({"extract"})),
@@ -40,6 +41,7 @@ MEDIA_INPUTS: dict[str, tuple[str, ...]] = {
     "clip": ("text", "image"),
     "colpali": ("text", "image"),
     "docling": ("document",),
+    "docling_layout": ("document",),
     "rapidocr": ("image", "document"),
     "tesseract": ("image", "document"),
     "florence2": ("image", "document"),

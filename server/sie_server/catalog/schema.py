@@ -155,6 +155,11 @@ class ExtractTask(Strict):
         description="document parsers: the catalog id of the OCR model that reads pages without a text layer",
     )
     render_dpi: int = Field(default=200, ge=36, le=600, description="pages rendered for OCR: dots per inch")
+    table_structure: bool = Field(
+        default=False,
+        description="document parsers with a layout model: docling's TableFormer reads each table's rows, columns "
+        "and cells (needs docling-ibm-models); without it a table region keeps no text",
+    )
     safe_labels: list[str] = Field(
         default_factory=list,
         description="classifiers: the labels that mean nothing was found (a moderation model's OK, BENIGN): "

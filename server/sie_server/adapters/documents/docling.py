@@ -46,6 +46,8 @@ WARMUP = b"# Warm-up\n\nA paragraph and a list:\n\n- one\n- two\n"
 
 class DoclingAdapter(DocumentParser):
     backend = "docling"
+    #: a PDF's blocks are its text layer's lines (no layout model names them)
+    pdf_lines = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -84,11 +86,12 @@ class DoclingAdapter(DocumentParser):
             raise InvalidInput(f"the {document.format} document could not be parsed: {errors or result.status.value}")
         if result.has_timeout_errors():
             raise InvalidInput(f"the {document.format} document took longer than {DOCUMENT_TIMEOUT_S:.0f}s to parse")
-        return answer(result.document, document)
+        return answer(result.document, document, self.pdf_lines)
 
 
-def build_converter() -> Any:
-    """A converter for the six formats, every pipeline model-free and offline."""
+def build_converter(pdf: Any = None) -> Any:
+    """A converter for the six formats, offline: PDFs through ``pdf`` (a docling PDF format option) or the
+    model-free native pipeline, the others through the model-free pipelines."""
     from docling.datamodel.backend_options import HTMLBackendOptions, MarkdownBackendOptions
     from docling.datamodel.base_models import InputFormat
     from docling.datamodel.pipeline_options import (
@@ -108,7 +111,7 @@ def build_converter() -> Any:
 
     offline: dict[str, Any] = {"enable_remote_services": False, "allow_external_plugins": False}
     simple = ConvertPipelineOptions(**offline, document_timeout=DOCUMENT_TIMEOUT_S)
-    pdf = NativePdfPipelineOptions(
+    native = NativePdfPipelineOptions(
         **offline,
         document_timeout=DOCUMENT_TIMEOUT_S,
         generate_page_images=False,
@@ -122,7 +125,7 @@ def build_converter() -> Any:
     return DocumentConverter(
         allowed_formats=list(formats),
         format_options={
-            InputFormat.PDF: NativePdfFormatOption(pipeline_options=pdf),
+            InputFormat.PDF: pdf or NativePdfFormatOption(pipeline_options=native),
             InputFormat.DOCX: WordFormatOption(pipeline_options=simple),
             InputFormat.PPTX: PowerpointFormatOption(pipeline_options=simple),
             InputFormat.XLSX: ExcelFormatOption(pipeline_options=simple),
@@ -134,8 +137,9 @@ def build_converter() -> Any:
     )
 
 
-def answer(doc: Any, document: Document) -> ParsedDocument:
-    """Markdown, text, page sizes, blocks and the pages without a text layer of a converted document."""
+def answer(doc: Any, document: Document, pdf_lines: bool = True) -> ParsedDocument:
+    """Markdown, text, page sizes, blocks and the pages without a text layer of a converted document
+    (a PDF's blocks labelled ``line`` when ``pdf_lines``, else by the layout model's labels)."""
     scale = 1 / EMU_PER_POINT if document.format == "pptx" else 1.0
     pages: list[PageSize] = []
     if document.format in ("pdf", "pptx"):
@@ -144,7 +148,7 @@ def answer(doc: Any, document: Document) -> ParsedDocument:
             for number, page in sorted(doc.pages.items())
         ]
     sizes = {p.page: (p, doc.pages[p.page].size.height) for p in pages}
-    entities = list(blocks(doc, document.format, sizes, scale))
+    entities = list(blocks(doc, document.format, sizes, scale, pdf_lines))
     scanned = scanned_pages(doc, document.pages or len(pages), entities) if document.format == "pdf" else []
     return ParsedDocument(
         markdown=doc.export_to_markdown(), text=doc.export_to_text(), pages=pages, entities=entities, scanned=scanned
@@ -174,7 +178,7 @@ def scanned_pages(doc: Any, count: int, entities: list[MediaEntity]) -> list[int
 Sizes = dict[int, tuple[PageSize, float]]  # page -> (its size in pixels, its height in docling's units)
 
 
-def blocks(doc: Any, fmt: str, sizes: Sizes, scale: float) -> Iterator[MediaEntity]:
+def blocks(doc: Any, fmt: str, sizes: Sizes, scale: float, pdf_lines: bool = True) -> Iterator[MediaEntity]:
     """One entity per text block of the document's body, in document order (an explicit stack:
     deeply nested markup must not exhaust the interpreter's recursion)."""
     from docling_core.types.doc.common.content_layer import ContentLayer
@@ -203,7 +207,7 @@ def blocks(doc: Any, fmt: str, sizes: Sizes, scale: float) -> Iterator[MediaEnti
                     yield _entity(cell.text.strip(), "table_cell", node, fmt, sizes, scale)
             continue
         if isinstance(node, TextItem) and node.text.strip():
-            label = "line" if fmt == "pdf" else LABELS.get(str(node.label), str(node.label))
+            label = "line" if fmt == "pdf" and pdf_lines else LABELS.get(str(node.label), str(node.label))
             yield _entity(node.text.strip(), label, node, fmt, sizes, scale)
         stack.extend(reversed([child.resolve(doc) for child in node.children]))
 
