@@ -25,8 +25,8 @@ FFN = 64
 #: architectures whose position ids start after the padding index (RoBERTa style): two extra positions
 ROBERTA_STYLE = frozenset({"xlm-roberta", "roberta", "mpnet"})
 #: the architectures whose tokenizers emit token type ids (the others' models take none)
-TOKEN_TYPES = frozenset({"bert", "deberta-v2"})
-ENCODERS = frozenset({"bert", "xlm-roberta", "roberta", "modernbert", "deberta-v2", "distilbert", "mpnet"})
+TOKEN_TYPES = frozenset({"bert", "deberta-v2", "deberta"})
+ENCODERS = frozenset({"bert", "xlm-roberta", "roberta", "modernbert", "deberta-v2", "deberta", "distilbert", "mpnet"})
 DECODERS = frozenset({"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma3_text", "phi3", "smollm3"}) | {
     "granite",  # granite-guardian 3.1
     "granitemoe",  # granite-guardian 3.2 3B-A800M
@@ -36,7 +36,9 @@ IMAGE_TEXT = frozenset({"clip", "siglip", "siglip2"})
 PACKAGED = frozenset({"pp-ocr", "tesseract", "whisper-ct2"})
 TESSDATA = Path("/usr/share/tesseract-ocr/5/tessdata")  # Debian's tesseract-ocr (make test installs it)
 DOCUMENTS = frozenset({"docling"})  # no weights at all: docling's model-free pipelines
-SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION | PACKAGED | DETECTORS | DOCUMENTS | FLORENCE2 | {"bart"}
+LAYOUT = frozenset({"rt_detr_v2"})  # docling's layout model (tests/helpers/tiny_layout.py)
+SUPPORTED = ENCODERS | DECODERS | IMAGE_TEXT | COLVISION | PACKAGED | DETECTORS | DOCUMENTS | LAYOUT | FLORENCE2
+SUPPORTED |= {"bart"}
 SUPPORTED |= {"whisper"}  # transformers' Whisper: a tiny random one (tests/helpers/tiny_whisper.py)
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -116,6 +118,10 @@ def build(spec: Spec, folder: Path) -> Path:
         return build_florence2(folder, spec.hidden, spec.max_positions)
     if spec.model_type in DETECTORS:
         return build_detector(spec.model_type, spec.hidden, spec.max_positions, folder)
+    if spec.model_type in LAYOUT:  # every query a "title" over the page's top-left quarter: a known answer
+        from tests.helpers.tiny_layout import build_layout
+
+        return build_layout(folder, d_model=spec.hidden, title_everywhere=True)
     if spec.adapter in {"nli", "sequence_classifier", "gliclass"}:
         from tests.helpers.tiny_classifiers import build_gliclass, build_nli, build_sequence
 
@@ -241,6 +247,17 @@ def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: i
             type_vocab_size=0,
             norm_rel_ebd="layer_norm",
             share_att_key=True,
+            max_relative_positions=-1,
+            pad_token_id=0,
+        )
+    if model_type == "deberta":  # DeBERTa v1 (KoalaAI/Text-Moderation): relative attention, no positions or token types
+        return tf.DebertaConfig(
+            **common,
+            max_position_embeddings=512,
+            relative_attention=True,
+            pos_att_type=["c2p", "p2c"],
+            position_biased_input=False,
+            type_vocab_size=0,
             max_relative_positions=-1,
             pad_token_id=0,
         )
