@@ -8,8 +8,11 @@ where it cannot run. No socket may be opened.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,12 @@ from typing import Any
 import pytest
 
 from sie_server.adapters import create_adapter
-from sie_server.adapters.documents.docling_layout import TABLE_ENGINES_MODULE, missing_requirements
+from sie_server.adapters.documents.docling_layout import (
+    TABLE_ENGINES_MODULE,
+    TABLEFORMER_REPO,
+    TABLEFORMER_REVISION,
+    missing_requirements,
+)
 from sie_server.adapters.documents.parser import ParsedDocument, document_tokens
 from sie_server.adapters.runtime.options import DocumentOptions
 from sie_server.catalog.loader import parse_config_file
@@ -26,6 +34,8 @@ from sie_server.engine.document_inputs import screen
 from sie_server.errors import ModelLoadFailed
 from tests.helpers.catalog import REAL_CATALOG
 from tests.helpers.document_files import docx_bytes, invoice_pdf, pdf_bytes
+from tests.helpers.fake_hub import FakeHub
+from tests.helpers.server import pythonpath
 from tests.helpers.tiny_layout import build_layout, table_engines_stand_in
 
 CONFIG = REAL_CATALOG / "docling-project__docling-layout-heron.yaml"
@@ -146,3 +156,53 @@ def test_without_torchvision_the_pipeline_is_refused_by_name() -> None:
         assert needed.startswith("torchvision (")
     else:
         assert missing_requirements(tables=False) == []
+
+
+def fetch_tableformer(hf_home: Path, endpoint: str, offline: bool) -> subprocess.CompletedProcess[str]:
+    """``tableformer_folder`` in a process of its own (the hub client reads its endpoint when imported)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update({"HF_HOME": str(hf_home), "HF_ENDPOINT": endpoint, "PYTHONPATH": pythonpath()})
+    if offline:
+        env["HF_HUB_OFFLINE"] = "1"
+    code = (
+        "from sie_server.adapters.documents.docling_layout import tableformer_folder\n"
+        "from sie_server.errors import ModelLoadFailed\n"
+        "try:\n    print(tableformer_folder('docling-project/docling-layout-heron'))\n"
+        "except ModelLoadFailed as exc:\n    print('REFUSED', exc)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_tableformer_comes_at_its_pinned_commit_and_then_offline_from_the_cache(tmp_path: Path) -> None:
+    """Only the accurate model's files are fetched, at the pinned commit, into the Hugging Face cache;
+    with the network off the same call answers from there; with an empty cache it says how to fetch it."""
+    remote = tmp_path / "remote"
+    accurate = remote / "model_artifacts" / "tableformer" / "accurate"
+    fast = remote / "model_artifacts" / "tableformer" / "fast"
+    for folder, size in ((accurate, 4096), (fast, 2048)):
+        folder.mkdir(parents=True)
+        (folder / "tm_config.json").write_text('{"model": {"type": "TableModel04_rs"}}')
+        (folder / f"tableformer_{folder.name}.safetensors").write_bytes(os.urandom(size))
+    hub = FakeHub(TABLEFORMER_REPO, remote, TABLEFORMER_REVISION)
+    try:
+        hf_home = tmp_path / "hf"
+        fetched = fetch_tableformer(hf_home, hub.url, offline=False)
+        assert fetched.returncode == 0, fetched.stderr
+        folder = Path(fetched.stdout.strip())
+        assert folder.name == TABLEFORMER_REVISION and folder.parent.name == "snapshots"
+        got = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+        assert got == [
+            "model_artifacts/tableformer/accurate/tableformer_accurate.safetensors",
+            "model_artifacts/tableformer/accurate/tm_config.json",
+        ]
+        assert (folder / "model_artifacts/tableformer/accurate/tableformer_accurate.safetensors").stat().st_size == 4096
+        assert {name for name, _ in hub.ranges} == set(got)
+    finally:
+        hub.stop()
+    again = fetch_tableformer(hf_home, hub.url, offline=True)
+    assert again.returncode == 0 and Path(again.stdout.strip()) == folder
+    empty = fetch_tableformer(tmp_path / "empty", hub.url, offline=True)
+    assert (
+        empty.stdout.startswith("REFUSED")
+        and f"hf download {TABLEFORMER_REPO} --revision {TABLEFORMER_REVISION}" in empty.stdout
+    )

@@ -33,3 +33,10 @@ def test_a_repository_with_its_own_code_brings_its_python_files() -> None:
     files = ["config.json", "model.safetensors", "configuration_xlm_roberta.py", "modeling_lora.py"]
     assert taken("jinaai/jina-embeddings-v3", files) == files
     assert taken("sentence-transformers/all-MiniLM-L6-v2", files) == files[:2]  # no code runs from the hub
+
+
+def test_a_ctranslate2_whisper_brings_its_model_bin() -> None:
+    """faster-whisper's converted folders keep their weights in model.bin (no safetensors at all)."""
+    files = ["config.json", "model.bin", "preprocessor_config.json", "tokenizer.json", "vocabulary.json", "README.md"]
+    assert taken("Systran/faster-distil-whisper-large-v3", files) == files[:5]
+    assert taken("Systran/faster-whisper-small", ["model.bin", "vocabulary.txt"]) == ["model.bin", "vocabulary.txt"]

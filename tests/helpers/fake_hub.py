@@ -1,7 +1,8 @@
 """A local fake of the Hugging Face hub's file API on 127.0.0.1, serving one folder as one repo.
 
 It answers what huggingface_hub asks for: ``GET /api/models/{repo}/revision/{rev}`` (the file
-listing with sizes, blob ids and LFS sha256 when ``blobs`` is asked) and ``GET|HEAD
+listing with sizes, blob ids and LFS sha256 when ``blobs`` is asked), ``GET /api/models/{repo}/tree/{rev}``
+(the same as a recursive tree) and ``GET|HEAD
 /{repo}/resolve/{rev}/{file}`` with Range, ETag, X-Repo-Commit, X-Linked-Size/X-Linked-Etag for LFS
 files and Content-Length. ``cut_once`` names files whose first full transfer it breaks off half-way.
 """
@@ -61,10 +62,23 @@ class FakeHub:
             siblings.append(entry)
         return {"id": self.repo, "modelId": self.repo, "sha": self.commit, "private": False, "siblings": siblings}
 
+    def tree(self) -> list[dict[str, Any]]:
+        """The recursive file tree (``list_repo_tree``, which snapshot_download asks for at a commit)."""
+        entries = []
+        for name, data in self.files.items():
+            entry: dict[str, Any] = {"type": "file", "path": name, "size": len(data), "oid": git_blob_id(data)}
+            if self.is_lfs(name):
+                entry["lfs"] = {"size": len(data), "oid": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+            entries.append(entry)
+        return entries
+
     def answer(self, req: BaseHTTPRequestHandler, body: bool) -> None:
         path = unquote(urlsplit(req.path).path)
+        json_type = {"Content-Type": "application/json"}
         if path.startswith(f"/api/models/{self.repo}/revision/") or path == f"/api/models/{self.repo}":
-            return self._send(req, 200, json.dumps(self.listing()).encode(), {"Content-Type": "application/json"}, body)
+            return self._send(req, 200, json.dumps(self.listing()).encode(), json_type, body)
+        if path.startswith(f"/api/models/{self.repo}/tree/"):
+            return self._send(req, 200, json.dumps(self.tree()).encode(), json_type, body)
         prefix = f"/{self.repo}/resolve/"
         if not path.startswith(prefix):
             return self._send(req, 404, b'{"error":"Repository not found"}', {"X-Error-Code": "RepoNotFound"}, body)

@@ -15,9 +15,14 @@ log = logging.getLogger(__name__)
 # Only these files are fetched from the hub: the weights in safetensors, configs, tokenizers,
 # sentence-transformers' pooling and Dense head folders (N_Dense/, whatever N, in safetensors or
 # pytorch_model.bin), plus what a family keeps elsewhere (GLiNER's pytorch_model.bin, BGE-M3's
-# sparse/colbert heads) and, for a repository that ships its own modelling code, its .py files.
+# sparse/colbert heads, faster-whisper's CTranslate2 model.bin) and, for a repository that ships its own
+# modelling code, its .py files.
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "*_Pooling/*", "*_Dense/*"]
-FAMILY_PATTERNS = {"gliner": ["pytorch_model.bin"], "bge_m3": ["colbert_linear.pt", "sparse_linear.pt"]}
+FAMILY_PATTERNS = {
+    "gliner": ["pytorch_model.bin"],
+    "bge_m3": ["colbert_linear.pt", "sparse_linear.pt"],
+    "faster_whisper": ["model.bin"],  # CTranslate2's converted weights
+}
 REMOTE_CODE_PATTERNS = ["*.py"]
 
 
