@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,17 @@ def test_tableformer_comes_at_its_pinned_commit_and_then_offline_from_the_cache(
         empty.stdout.startswith("REFUSED")
         and f"hf download {TABLEFORMER_REPO} --revision {TABLEFORMER_REVISION}" in empty.stdout
     )
+
+
+def test_a_layout_folder_it_cannot_read_fails_the_load_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "rt_detr_v2"}')  # no weights, no image processor
+    before = set(Path(tempfile.gettempdir()).glob("sie-docling-*"))
+    with table_engines_stand_in():
+        local = config(tables=False)
+        adapter = create_adapter(local, local.profile("cpu"), "cpu")
+        with pytest.raises(ModelLoadFailed, match="the layout pipeline did not load"):
+            adapter.load(broken)
+    assert adapter.converter is None and adapter.resident_bytes() == 0
+    assert set(Path(tempfile.gettempdir()).glob("sie-docling-*")) == before

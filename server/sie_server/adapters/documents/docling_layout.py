@@ -69,21 +69,23 @@ class DoclingLayoutAdapter(DoclingAdapter):
                 "torchvision built for the installed torch (on CPU, from PyTorch's CPU wheels: PyPI's are CUDA "
                 "builds) and docling-ibm-models, or use docling-project/docling, which needs neither"
             )
+        tableformer = tableformer_folder(self.config.id) if self.tables else None
+        # docling finds each model as <artifacts>/<repo id with / as -->: links to where they are
         artifacts = tempfile.TemporaryDirectory(prefix="sie-docling-")
         root = Path(artifacts.name)
         (root / LAYOUT_FOLDER).symlink_to(weights.resolve(), target_is_directory=True)
-        self._bytes = weight_bytes(weights)
-        if self.tables:
-            tableformer = tableformer_folder(self.config.id)
+        size = weight_bytes(weights)
+        if tableformer is not None:
             (root / TABLEFORMER_FOLDER).symlink_to(tableformer, target_is_directory=True)
-            self._bytes += weight_bytes(tableformer / "model_artifacts" / "tableformer" / "accurate")
+            size += weight_bytes(tableformer / "model_artifacts" / "tableformer" / "accurate")
         try:
             self.converter = build_converter(self.pdf_option(root))
             self.converter.initialize_pipeline(InputFormat.PDF)
         except Exception as exc:  # docling and transformers raise many kinds for a folder they cannot read
+            self.converter = None
             artifacts.cleanup()
             raise ModelLoadFailed(f"model {self.config.id}: the layout pipeline did not load: {exc}") from exc
-        self._artifacts = artifacts
+        self._artifacts, self._bytes = artifacts, size
 
     def pdf_option(self, artifacts: Path) -> Any:
         """Docling's standard PDF pipeline over the layout model in ``artifacts``, on this adapter's device
