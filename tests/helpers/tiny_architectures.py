@@ -214,16 +214,9 @@ def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: i
     common |= {"num_attention_heads": HEADS, "intermediate_size": FFN}
     if model_type == "bert":
         return tf.BertConfig(**common, max_position_embeddings=max_positions, pad_token_id=0)
-    if model_type == "xlm-roberta":
-        return tf.XLMRobertaConfig(
-            **common, max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2
-        )
-    if model_type == "roberta":
-        return tf.RobertaConfig(
-            **common, max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2
-        )
-    if model_type == "mpnet":
-        return tf.MPNetConfig(
+    roberta_like = {"xlm-roberta": tf.XLMRobertaConfig, "roberta": tf.RobertaConfig, "mpnet": tf.MPNetConfig}
+    if model_type in roberta_like:
+        return roberta_like[model_type](
             **common, max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0, eos_token_id=2
         )
     if model_type == "modernbert":
@@ -236,31 +229,21 @@ def model_config(model_type: str, hidden: int, vocab_size: int, max_positions: i
             cls_token_id=2,
             sep_token_id=3,
         )
-    if model_type == "deberta-v2":  # DeBERTa-v3 layout: relative attention, no absolute positions or token types
+    # DeBERTa: relative attention, no absolute positions or token types (v3 checkpoints are model_type deberta-v2;
+    # KoalaAI/Text-Moderation is v1, model_type deberta)
+    relative: dict[str, Any] = {"max_position_embeddings": 512, "relative_attention": True, "pad_token_id": 0}
+    relative |= {"position_biased_input": False, "type_vocab_size": 0, "max_relative_positions": -1}
+    if model_type == "deberta-v2":
         return tf.DebertaV2Config(
             **common,
-            max_position_embeddings=512,
-            relative_attention=True,
+            **relative,
             position_buckets=256,
             pos_att_type=["p2c", "c2p"],
-            position_biased_input=False,
-            type_vocab_size=0,
             norm_rel_ebd="layer_norm",
             share_att_key=True,
-            max_relative_positions=-1,
-            pad_token_id=0,
         )
-    if model_type == "deberta":  # DeBERTa v1 (KoalaAI/Text-Moderation): relative attention, no positions or token types
-        return tf.DebertaConfig(
-            **common,
-            max_position_embeddings=512,
-            relative_attention=True,
-            pos_att_type=["c2p", "p2c"],
-            position_biased_input=False,
-            type_vocab_size=0,
-            max_relative_positions=-1,
-            pad_token_id=0,
-        )
+    if model_type == "deberta":
+        return tf.DebertaConfig(**common, **relative, pos_att_type=["c2p", "p2c"])
     if model_type == "distilbert":
         return tf.DistilBertConfig(
             vocab_size=vocab_size,
