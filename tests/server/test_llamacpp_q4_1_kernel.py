@@ -1,0 +1,103 @@
+"""The Q4_1 tile kernel this project patches into llama.cpp (patches/llama.cpp/sgemm-q4_1.patch) gives the same
+bits as llama.cpp's own Q4_1 dot product.
+
+ggml sends a matmul of Q4_1 weights by one column (one sequence decoding) to ``ggml_vec_dot_q4_1_q8_1`` and, with
+the patch, one by two or more columns (a prompt, several sequences decoding together) to the tile kernel. So each
+column of a many-column product, through ggml itself, must equal that column's product alone, bit for bit, for
+shapes that fill whole tiles and shapes that leave partial ones; else a prompt's logits would depend on what it
+was batched with, and prefix reuse would not be exact. The products are also checked against float64 arithmetic
+on the dequantized weights, so a kernel that agreed with a wrong reference would not pass either.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+GGML_TYPE_F32, GGML_TYPE_Q4_1 = 0, 3
+Q4_1_BLOCK = 20  # bytes per 32 weights: fp16 scale, fp16 min, 16 bytes of nibbles
+K = 512  # 16 blocks a row
+
+
+class InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
+@pytest.fixture(scope="module")
+def ggml() -> ctypes.CDLL:
+    lib = Path(llama_cpp.__file__).parent / "lib"
+    base = ctypes.CDLL(str(lib / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu = ctypes.CDLL(str(lib / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    base.ggml_init.restype, base.ggml_init.argtypes = ctypes.c_void_p, [InitParams]
+    base.ggml_free.argtypes = [ctypes.c_void_p]
+    base.ggml_new_tensor_2d.restype = ctypes.c_void_p
+    base.ggml_new_tensor_2d.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    base.ggml_mul_mat.restype, base.ggml_mul_mat.argtypes = ctypes.c_void_p, [ctypes.c_void_p] * 3
+    base.ggml_new_graph.restype, base.ggml_new_graph.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    base.ggml_build_forward_expand.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    base.ggml_get_data.restype, base.ggml_get_data.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    base.ggml_quantize_chunk.restype = ctypes.c_size_t
+    base.ggml_quantize_chunk.argtypes = (
+        [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_void_p]
+    )
+    cpu.ggml_graph_compute_with_ctx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    cpu.ggml_cpu_init()
+    base.compute = cpu.ggml_graph_compute_with_ctx
+    return base
+
+
+def quantize(ggml: ctypes.CDLL, weights: np.ndarray) -> np.ndarray:
+    rows, k = weights.shape
+    out = np.zeros(rows * k // 32 * Q4_1_BLOCK, dtype=np.uint8)
+    src = np.ascontiguousarray(weights, dtype=np.float32)
+    ggml.ggml_quantize_chunk(GGML_TYPE_Q4_1, src.ctypes.data, out.ctypes.data, 0, rows, k, None)
+    return out
+
+
+def dequantize(blocks: np.ndarray, rows: int) -> np.ndarray:
+    b = blocks.reshape(rows, K // 32, Q4_1_BLOCK)
+    d = b[..., 0:2].copy().view(np.float16).astype(np.float64)
+    m = b[..., 2:4].copy().view(np.float16).astype(np.float64)
+    nibbles = b[..., 4:]
+    q = np.concatenate([nibbles & 15, nibbles >> 4], axis=-1).astype(np.float64)  # elements 0-15, then 16-31
+    return (d * q + m).reshape(rows, K)
+
+
+def matmul(ggml: ctypes.CDLL, blocks: np.ndarray, rows: int, x: np.ndarray, threads: int) -> np.ndarray:
+    """ggml_mul_mat of the Q4_1 weights (rows x K) by the columns of x (columns x K): columns x rows."""
+    columns = x.shape[0]
+    ctx = ggml.ggml_init(InitParams(64 << 20, None, False))
+    assert ctx
+    try:
+        a = ggml.ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, K, rows)
+        b = ggml.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, columns)
+        ctypes.memmove(ggml.ggml_get_data(a), blocks.ctypes.data, blocks.nbytes)
+        xs = np.ascontiguousarray(x, dtype=np.float32)
+        ctypes.memmove(ggml.ggml_get_data(b), xs.ctypes.data, xs.nbytes)
+        c = ggml.ggml_mul_mat(ctx, a, b)
+        graph = ggml.ggml_new_graph(ctx)
+        ggml.ggml_build_forward_expand(graph, c)
+        assert ggml.compute(ctx, graph, threads) == 0
+        out = np.empty((columns, rows), dtype=np.float32)
+        ctypes.memmove(out.ctypes.data, ggml.ggml_get_data(c), out.nbytes)
+        return out
+    finally:
+        ggml.ggml_free(ctx)
+
+
+@pytest.mark.parametrize(("rows", "columns"), [(64, 2), (67, 3), (64, 8), (67, 13), (9, 129)])
+def test_many_columns_give_each_column_alone_bit_for_bit(ggml: ctypes.CDLL, rows: int, columns: int) -> None:
+    rng = np.random.default_rng(rows * 1000 + columns)
+    blocks = quantize(ggml, rng.normal(0.0, 0.05, (rows, K)) + rng.normal(0.0, 0.02, (rows, 1)))
+    x = rng.normal(0.0, 1.0, (columns, K)).astype(np.float32)
+    together = matmul(ggml, blocks, rows, x, threads=2)
+    alone = np.stack([matmul(ggml, blocks, rows, x[j : j + 1], threads=1)[0] for j in range(columns)])
+    assert together.view(np.uint32).tolist() == alone.view(np.uint32).tolist()
+    exact = x.astype(np.float64) @ dequantize(blocks, rows).T  # the activations are rounded to 8 bits by ggml
+    scale = np.abs(x).astype(np.float64) @ np.abs(dequantize(blocks, rows)).T
+    assert np.max(np.abs(together - exact) / scale) < 0.02
