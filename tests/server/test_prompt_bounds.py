@@ -5,11 +5,12 @@ load-time measures the bounds rest on (adapters/runtime/token_bytes.py) hold for
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import torch
 
@@ -18,6 +19,8 @@ from sie_server.adapters.generators.llamacpp import LlamaCppAdapter
 from sie_server.adapters.runtime.base import ModelAdapter
 from sie_server.adapters.runtime.generator import ByteDetokenizer, Detokenizer, Generator
 from sie_server.adapters.runtime.token_bytes import rendered_roles
+from sie_server.api import lazy_json
+from sie_server.api.body import LAZY_PRECHECK_BYTES
 from sie_server.catalog.loader import parse_config_file
 from sie_server.catalog.schema import ModelConfig, Profile
 from sie_server.engine import prompt_bounds
@@ -286,3 +289,45 @@ def test_a_long_chat_that_fits_is_served(server: ServerProcess) -> None:
     r = httpx.post(f"{server.url}/v1/generate/{TINY_BPE}", json=body, timeout=120)
     assert r.status_code == 200, r.text
     assert 40 < r.json()["usage"]["prompt_tokens"] <= 510
+
+
+# ----- a large body: refused from the turns that prove it, not after its full parse (api/lazy_json.py) ---------
+LARGE_TURNS = 60_000  # a ~2.2 MB body: past body.LAZY_PRECHECK_BYTES, read field by field before its full decode
+
+
+def test_a_large_chat_is_refused_with_the_same_400_and_a_bad_field_elsewhere_does_not_change_it(
+    server: ServerProcess,
+) -> None:
+    fits = {"model": SMOLLM, "messages": chat(2), "max_tokens": 1}
+    assert httpx.post(f"{server.url}/v1/chat/completions", json=fits, timeout=120).status_code == 200
+    body = {"model": SMOLLM, "messages": chat(LARGE_TURNS), "max_tokens": 8, "temperature": "hot"}
+    assert len(orjson.dumps(body)) > LAZY_PRECHECK_BYTES
+    message = refused(httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120), SMOLLM, 8192)
+    assert "at least 8185 turns" in message  # the first turn past room for 8,184: the rest is never decoded
+    native = {"messages": chat(LARGE_TURNS), "max_new_tokens": 8}
+    refused(httpx.post(f"{server.url}/v1/generate/{SMOLLM}", json=native, timeout=120), SMOLLM, 8192)
+
+
+def test_a_large_body_that_fits_is_served_and_a_broken_one_gets_the_parse_error(server: ServerProcess) -> None:
+    """A large body the bound lets through is decoded and served as any other (here 2 MB of the whitespace JSON
+    allows); one the lazy reader cannot split gets the full decode's own 400."""
+    fits = orjson.dumps({"messages": chat(40), "max_new_tokens": 2})
+    padded = fits[:1] + b" " * (2 << 20) + fits[1:]
+    headers = {"content-type": "application/json"}
+    r = httpx.post(f"{server.url}/v1/generate/{TINY_BPE}", content=padded, headers=headers, timeout=120)
+    assert r.status_code == 200, r.text
+    broken = orjson.dumps({"model": SMOLLM, "messages": chat(LARGE_TURNS), "max_tokens": 8})[:-1]
+    r = httpx.post(f"{server.url}/v1/chat/completions", content=broken, headers=headers, timeout=120)
+    assert r.status_code == 400 and "not valid JSON" in r.text, r.text
+
+
+def test_the_lazy_reader_decodes_a_field_when_it_is_read() -> None:
+    body = lazy_json.fields(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}, 3, [1, 2]], "n": 1.5}')
+    assert body is not None
+    assert sorted(body) == ["messages", "model", "n"] and body["model"] == "m" and body.get("n") == 1.5
+    messages = body["messages"]
+    assert isinstance(messages, Sequence) and not isinstance(messages, list) and len(messages) == 3
+    assert messages[0] == {"role": "user", "content": "hi"} and messages[1] == 3 and list(messages[2]) == [1, 2]
+    assert [type(m).__name__ for m in messages[1:]] == ["int", "LazyArray"]
+    for bad in (b"[1, 2]", b'{"a": 1', b'{"a": NaN}', b"", b'{"a": 1} trailing'):
+        assert lazy_json.fields(bad) is None, bad

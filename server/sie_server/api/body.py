@@ -6,15 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import msgspec
 from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
+from sie_server.api import lazy_json
 from sie_server.contract import bounds, codec
 from sie_server.contract import headers as h
 from sie_server.errors import InvalidInput, PayloadTooLarge
 
 M = TypeVar("M", bound=BaseModel)
+# a JSON body past this size goes to the precheck field by field (api/lazy_json.py) before its full decode
+LAZY_PRECHECK_BYTES = 1 << 20
 
 
 async def read_body(request: Request, max_bytes: int, precheck: Callable[[Any], None] | None = None) -> Any:
@@ -34,11 +38,28 @@ async def read_body(request: Request, max_bytes: int, precheck: Callable[[Any], 
     raw = b"".join(chunks)
     if not raw:
         raise InvalidInput("request body is empty; send a JSON (or msgpack) object")
-    body = codec.decode(request.headers.get(h.CONTENT_TYPE), raw)
-    if precheck is not None and isinstance(body, Mapping):
+    content_type = request.headers.get(h.CONTENT_TYPE)
+    prechecked = precheck is not None and len(raw) > LAZY_PRECHECK_BYTES and _lazily(precheck, raw, content_type)
+    body = codec.decode(content_type, raw)
+    if precheck is not None and not prechecked and isinstance(body, Mapping):
         precheck(body)
     bounds.check(body)
     return body
+
+
+def _lazily(precheck: Callable[[Any], None], raw: bytes, content_type: str | None) -> bool:
+    """The precheck on a large JSON body's fields decoded as it reads them; False when the body cannot be read so
+    (msgpack, or JSON this reader cannot split: the full decode then says what is wrong)."""
+    if codec.is_msgpack(content_type):
+        return False
+    fields = lazy_json.fields(raw)
+    if fields is None:
+        return False
+    try:
+        precheck(fields)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def describe_validation(exc: ValidationError) -> str:

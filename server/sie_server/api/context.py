@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import Path, Request
@@ -56,7 +56,7 @@ def unfit_chat(
 
     def check(body: Mapping[str, Any]) -> None:
         name, messages = model_id if model_id is not None else body.get("model"), body.get("messages")
-        if not isinstance(name, str) or not isinstance(messages, list):
+        if not isinstance(name, str) or not isinstance(messages, Sequence) or isinstance(messages, str):
             return
         try:
             config = service(request).resolve(name)
@@ -64,7 +64,7 @@ def unfit_chat(
             return  # the route's own lookup says why
         asked = [body.get(k) for k in tokens]
         new = next((n for n in asked if isinstance(n, int) and not isinstance(n, bool) and n >= 1), default)
-        turns = [m for m in messages if isinstance(m, dict)]
+        turns = (m for m in messages if isinstance(m, Mapping))  # read only until the bound is crossed
         service(request).refuse_unfit(config, turns, new, tools=True)
 
     return check

@@ -9,7 +9,7 @@ Retry-After before any work is queued, while other callers go on being served.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -115,7 +115,7 @@ class QuotaService:
         return self.inner.resolve(model_id)
 
     def refuse_unfit(
-        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+        self, model: ModelConfig, messages: Iterable[Mapping[str, Any]], max_new_tokens: int, *, tools: bool
     ) -> None:
         self.inner.refuse_unfit(model, messages, max_new_tokens, tools=tools)
 

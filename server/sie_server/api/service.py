@@ -7,7 +7,7 @@ check every request before they call it, so a bad request is refused the same wa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Protocol
 
 from sie_server.catalog.schema import ModelConfig
@@ -68,7 +68,7 @@ class Service(Protocol):
         ...
 
     def refuse_unfit(
-        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+        self, model: ModelConfig, messages: Iterable[Mapping[str, Any]], max_new_tokens: int, *, tools: bool
     ) -> None:
         """Before the body is validated: INVALID_INPUT (400) when a resident model's context cannot hold the
         chat (``engine/prompt_bounds``), the same refusal ``generate`` would give later; nothing otherwise."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from typing import Any, TypeVar
 
 from prometheus_client import generate_latest
@@ -185,7 +185,7 @@ class GatewayService:
         return contract_models.resolve(self.gateway.settings.catalog, model_id)
 
     def refuse_unfit(
-        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+        self, model: ModelConfig, messages: Iterable[Mapping[str, Any]], max_new_tokens: int, *, tools: bool
     ) -> None:
         """A gateway has no model to measure the chat against: its worker refuses it."""
 

@@ -5,7 +5,7 @@ queue worker read (ready, draining, requests in flight)."""
 from __future__ import annotations
 
 from collections import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,7 +190,7 @@ class EngineFrontDoor:
         return contract_models.resolve(self.catalog, model_id)
 
     def refuse_unfit(
-        self, model: ModelConfig, messages: list[dict[str, Any]], max_new_tokens: int, *, tools: bool
+        self, model: ModelConfig, messages: Iterable[Mapping[str, Any]], max_new_tokens: int, *, tools: bool
     ) -> None:
         adapter = self.pool.resident(model)
         if isinstance(adapter, Generator):

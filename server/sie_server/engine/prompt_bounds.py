@@ -27,6 +27,7 @@ dozen bytes). The engine still counts the real tokens afterwards, exactly.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sie_server.adapters.runtime.generator import Generator
@@ -49,7 +50,7 @@ def check(
     adapter: Generator,
     model_id: str,
     prompt: str | None,
-    messages: list[dict[str, Any]] | None,
+    messages: Iterable[Mapping[str, Any]] | None,
     max_new_tokens: int,
     *,
     tools: bool = False,
@@ -74,7 +75,7 @@ def _prompt_past(prompt: str, room: int, adapter: Generator) -> str | None:
     return None
 
 
-def _chat_past(messages: list[dict[str, Any]], room: int, adapter: Generator, *, merged: bool) -> str | None:
+def _chat_past(messages: Iterable[Mapping[str, Any]], room: int, adapter: Generator, *, merged: bool) -> str | None:
     """How long a chat is at least, as soon as that is more than ``room`` tokens."""
     roles, per_token = adapter.rendered_roles, adapter.max_token_bytes
     most_bytes = room * per_token
