@@ -1,8 +1,9 @@
 """A large JSON body's fields, each decoded only when it is read, for a precheck that can refuse a request from a
 few of them (``body.read_body``): a chat too long for its model's context is refused after reading the turns that
-prove it, not after parsing the whole body. A 57 MB chat of 1.6 million one-word turns took 0.68 s to parse in
-full (orjson) on 2 Zen 4 cores; split into its top-level fields and the raw text of each turn (msgspec, which
-validates the JSON as it goes but builds no objects for the parts it keeps raw) it took 0.09 s.
+prove it, not after parsing the whole body. The 63 MB chat of 1.6 million one-word turns that
+benchmarks/prompt_bounds.py sends took 0.97-1.08 s to decode in full (``codec.loads_json``) on 2 Zen 4 cores, and
+0.23-0.24 s to split into its top-level fields and the raw text of each turn (msgspec, which validates the JSON as
+it goes but builds no objects for the parts it keeps raw), side by side.
 
 Nothing here says why a body is bad: a body these readers cannot split (not an object, not valid JSON, too
 deep) gives ``None``, and the full decode after the precheck answers it with its own error.
