@@ -177,3 +177,13 @@ def test_chart_app_version_is_the_package_version() -> None:
         tags = [values["image"]["tag"]] + [p["image"]["tag"] for p in values["pools"] if "image" in p]
         for tag in tags:
             assert tag in {f"{chart['appVersion']}-cpu", f"{chart['appVersion']}-cuda"}, (name, tag)
+
+
+def test_cpu_image_builds_the_pinned_llama_cpp_with_the_projects_patches() -> None:
+    """The image builds llama-cpp-python through scripts/build-llama-cpp-wheel.sh (patches/llama.cpp/ applied), at
+    the version the llamacpp extra pins, and installs the package from that wheel."""
+    pin = PYPROJECT["project"]["optional-dependencies"]["llamacpp"][0]
+    runs = [rest for keyword, rest in instructions(DOCKER / "Dockerfile.cpu") if keyword == "RUN"]
+    build = next(r for r in runs if "scripts/build-llama-cpp-wheel.sh" in r)
+    assert f"scripts/build-llama-cpp-wheel.sh python {pin} /tmp/wheels" in build
+    assert "--find-links /tmp/wheels" in build
