@@ -87,8 +87,12 @@ def main() -> None:
                 turns = (DEFAULT_MAX_BODY_BYTES - 1024) // len(b'{"role": "assistant", "content": "word"}, ')
                 body = chat_body(SMOLLM, turns)
                 assert len(body) < DEFAULT_MAX_BODY_BYTES
-                took, _ = time_to_refusal(client, body)
-                print(f"{turns:>7} turns ({len(body) / 1e6:.1f} MB, under the body limit): bounds {took:.2f} s")
+                took = [time_to_refusal(client, body)[0] for _ in range(args.rounds)]
+                each = " / ".join(f"{t:.3f}" for t in took)
+                print(
+                    f"{turns:>7} turns ({len(body) / 1e6:.1f} MB, under the body limit): bounds "
+                    f"{statistics.median(took):.3f} s (median of {args.rounds}: {each})"
+                )
 
 
 if __name__ == "__main__":

@@ -28,14 +28,11 @@ async def read_body(request: Request, max_bytes: int, precheck: Callable[[Any], 
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {max_bytes}")
-    chunks: list[bytes] = []
-    size = 0
+    raw = bytearray()  # each chunk copied in as it arrives: no join of a large body after its last chunk
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
+        if len(raw) + len(chunk) > max_bytes:
             raise PayloadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+        raw += chunk
     if not raw:
         raise InvalidInput("request body is empty; send a JSON (or msgpack) object")
     content_type = request.headers.get(h.CONTENT_TYPE)
@@ -47,7 +44,7 @@ async def read_body(request: Request, max_bytes: int, precheck: Callable[[Any], 
     return body
 
 
-def _lazily(precheck: Callable[[Any], None], raw: bytes, content_type: str | None) -> bool:
+def _lazily(precheck: Callable[[Any], None], raw: bytearray, content_type: str | None) -> bool:
     """The precheck on a large JSON body's fields decoded as it reads them; False when the body cannot be read so
     (msgpack, or JSON this reader cannot split: the full decode then says what is wrong)."""
     if codec.is_msgpack(content_type):

@@ -57,7 +57,7 @@ def _no_ext(code: int, data: bytes) -> Any:
     raise ValueError(f"msgpack extension type {code} is not accepted")
 
 
-def unpack(raw: bytes) -> Any:
+def unpack(raw: bytes | bytearray) -> Any:
     """msgpack bytes, numpy maps decoded into arrays; INVALID_INPUT when they do not parse (extension
     types are refused)."""
     try:
@@ -75,7 +75,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads_json(raw: bytes) -> Any:
+def loads_json(raw: bytes | bytearray) -> Any:
     """JSON (strict: no NaN or Infinity); INVALID_INPUT when it does not parse, nests too deep for the
     parser, or holds an integer too long to convert."""
     try:
@@ -86,7 +86,7 @@ def loads_json(raw: bytes) -> Any:
         raise InvalidInput(f"request body is not valid JSON: {exc}") from None
 
 
-def decode(content_type: str | None, raw: bytes) -> Any:
+def decode(content_type: str | None, raw: bytes | bytearray) -> Any:
     return unpack(raw) if is_msgpack(content_type) else loads_json(raw)
 
 
