@@ -37,6 +37,7 @@ from tests.helpers.server import ServerProcess
 CONTEXT = 512
 TURNS = 20_000  # one-word turns: a ~0.7 MB body
 TINY, TINY_BPE = "test/tiny-llm", "test/tiny-bpe-llm"
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
 # texts a tokenizer covers with few tokens for their bytes: long runs, multi-byte characters, special tokens' text
 HARD_TEXTS = [
     " " * 3000,
@@ -152,6 +153,8 @@ def bounds_stub(folder: Path, roles: frozenset[str], per_token: int) -> NeverRen
         ([{"role": "user", "content": "  "}] * TURNS, frozenset({"user"}), 8),  # empty turns are not counted
         ([{"role": "user", "content": "x" * 100_000}], frozenset({"user"}), 0),  # bytes per token unknown
         ([{"role": "assistant", "content": "<think>" + "x" * 100_000 + "</think> ok"}], frozenset({"assistant"}), 8),
+        ([{"role": "user", "content": [IMAGE, {"type": "text", "text": "word"}]}] * TURNS, frozenset({"user"}), 8),
+        ([{"role": "user", "content": [{"type": "text", "text": 3}]}] * TURNS, frozenset({"user"}), 8),  # not a text
     ],
 )
 def test_what_the_bounds_let_through(
@@ -159,6 +162,24 @@ def test_what_the_bounds_let_through(
 ) -> None:
     """Nothing that might fit is refused: these go on to be rendered and counted exactly."""
     prompt_bounds.check(bounds_stub(tmp_path, roles, per_token), "t/m", None, messages, 16)
+
+
+def test_a_turn_of_text_parts_counts_as_the_text_they_join(tmp_path: Path) -> None:
+    """The chat routes join a turn's text parts (OpenAI's "text", the Responses API's "input_text" and
+    "output_text") into its content: such turns count as that text does; one with any other part does not."""
+    stub = bounds_stub(tmp_path, frozenset({"user", "assistant"}), 8)
+    parts = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": [{"type": kind, "text": "wo"}, {"type": kind, "text": "rd"}],
+        }
+        for i, kind in enumerate(["text", "input_text", "output_text"] * TURNS)
+    ]
+    with pytest.raises(InvalidInput, match=f"at least {CONTEXT - 16 + 1} turns"):
+        prompt_bounds.check(stub, "t/m", None, parts, 16)
+    long = [{"role": "user", "content": [{"type": "text", "text": "x" * 2000}, {"type": "text", "text": "x" * 1969}]}]
+    with pytest.raises(InvalidInput, match="at least 497 tokens"):  # 3,969 bytes: one past the room's 3,968
+        prompt_bounds.check(stub, "t/m", None, long, 16)
 
 
 def test_with_tools_consecutive_turns_of_one_role_count_once(tmp_path: Path) -> None:
@@ -308,6 +329,35 @@ def test_a_large_chat_is_refused_with_the_same_400_and_a_bad_field_elsewhere_doe
     assert "at least 8185 turns" in message  # the first turn past room for 8,184: the rest is never decoded
     native = {"messages": chat(LARGE_TURNS), "max_new_tokens": 8}
     refused(httpx.post(f"{server.url}/v1/generate/{SMOLLM}", json=native, timeout=120), SMOLLM, 8192)
+    parts = [{**turn, "content": [{"type": "text", "text": turn["content"]}]} for turn in chat(LARGE_TURNS)]
+    r = httpx.post(f"{server.url}/v1/chat/completions", json={**body, "messages": parts}, timeout=120)
+    message = refused(r, SMOLLM, 8192)
+    assert "at least 8185 turns" in message  # content as text parts: the same turns, before the bad field's error
+
+
+@pytest.mark.parametrize("turns", [TURNS, LARGE_TURNS])  # decoded whole, and read field by field
+def test_ollama_and_responses_chats_get_the_same_refusal_before_their_validation(
+    server: ServerProcess, turns: int
+) -> None:
+    """Ollama's /api/chat (new tokens in options.num_predict, the model named with its tag) and OpenAI's
+    /v1/responses (the turns in input, max_output_tokens) go through the same precheck: with a bad field
+    elsewhere, a chat past the context gets the context refusal, not the validation error."""
+    fits = {"model": SMOLLM, "messages": chat(2), "max_tokens": 1}
+    assert httpx.post(f"{server.url}/v1/chat/completions", json=fits, timeout=120).status_code == 200
+    options = {"num_predict": 8, "temperature": "hot"}
+    ollama = {"model": f"{SMOLLM}:latest", "messages": chat(turns), "stream": False, "options": options}
+    r = httpx.post(f"{server.url}/api/chat", json=ollama, timeout=120)
+    assert r.status_code == 400 and r.headers["x-sie-error-code"] == "INVALID_INPUT", r.text
+    message = r.json()["error"]  # Ollama's error shape: the message alone
+    assert "the chat (at least 8185 turns" in message and "context length of 8192 tokens" in message, message
+    short = {**ollama, "messages": chat(2)}  # one that fits is validated as ever
+    r = httpx.post(f"{server.url}/api/chat", json=short, timeout=120)
+    assert r.status_code == 400 and "temperature" in r.text, r.text
+    responses = {"model": SMOLLM, "input": chat(turns), "max_output_tokens": 16, "temperature": "hot"}
+    message = refused(httpx.post(f"{server.url}/v1/responses", json=responses, timeout=120), SMOLLM, 8192)
+    assert "the chat (at least 8177 turns" in message and "max_new_tokens (16)" in message, message
+    r = httpx.post(f"{server.url}/v1/responses", json={**responses, "input": chat(2)}, timeout=120)
+    assert r.status_code == 400 and "temperature" in r.text, r.text
 
 
 def test_a_large_body_that_fits_is_served_and_a_broken_one_gets_the_parse_error(server: ServerProcess) -> None:
@@ -361,7 +411,11 @@ def test_the_lazy_reader_reads_every_item_as_the_full_decode_does(
 
     for _ in range(300):
         turns = [
-            {"role": rng.choice(["user", "assistant"]), "content": rng.choice(strings), "n": rng.choice([1, None])}
+            {
+                "role": rng.choice(["user", "assistant"]),
+                "content": rng.choice([*strings, [{"type": "text", "text": rng.choice(strings)}, ["a", 1]]]),
+                "n": rng.choice([1, None]),
+            }
             if rng.random() < 0.8
             else value(0)
             for _ in range(rng.randint(0, 12))

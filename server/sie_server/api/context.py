@@ -45,26 +45,36 @@ def call(request: Request) -> CallOptions:
 
 
 def unfit_chat(
-    request: Request, model_id: str | None = None, *, tokens: tuple[str, ...], default: int
+    request: Request,
+    model_id: str | None = None,
+    *,
+    tokens: tuple[str, ...],
+    default: int,
+    turns: str = "messages",
+    within: str | None = None,
+    naming: Callable[[str], str] | None = None,
 ) -> Callable[[Mapping[str, Any]], None]:
     """A ``read_body`` precheck for a chat route: a chat that cannot fit its (resident) model's context is
     refused from the decoded body, before the walk over all of it and its validation, which cost time in
     proportion to the turns (a 50,000-turn chat spent ~1 s there). ``model_id``: the model when the path
-    names it, else the body's ``model``; ``tokens``: the body's fields for the new tokens, first set wins.
-    Anything it cannot read is left to the validation after it; tools are assumed (their formats may merge
-    turns, so fewer count), so it never refuses a chat that the engine's own check would let through."""
+    names it, else the body's ``model`` (through ``naming``, as the route resolves it); ``turns``: the body's
+    field holding the turns; ``tokens``: the fields for the new tokens (in ``within``'s object when given), first
+    set wins. Anything it cannot read is left to the validation after it; tools are assumed (their formats may
+    merge turns, so fewer count), and a turn it cannot read as a role and a text is not counted, so it never
+    refuses a chat that the engine's own check would let through."""
 
     def check(body: Mapping[str, Any]) -> None:
-        name, messages = model_id if model_id is not None else body.get("model"), body.get("messages")
+        name, messages = model_id if model_id is not None else body.get("model"), body.get(turns)
         if not isinstance(name, str) or not isinstance(messages, Sequence) or isinstance(messages, str):
             return
         try:
-            config = service(request).resolve(name)
+            config = service(request).resolve(naming(name) if naming is not None else name)
         except SIEError:
             return  # the route's own lookup says why
-        asked = [body.get(k) for k in tokens]
+        holder = body.get(within) if within is not None else body
+        asked = [holder.get(k) for k in tokens] if isinstance(holder, Mapping) else []
         new = next((n for n in asked if isinstance(n, int) and not isinstance(n, bool) and n >= 1), default)
-        turns = (m for m in messages if isinstance(m, Mapping))  # read only until the bound is crossed
-        service(request).refuse_unfit(config, turns, new, tools=True)
+        read = (m for m in messages if isinstance(m, Mapping))  # read only until the bound is crossed
+        service(request).refuse_unfit(config, read, new, tools=True)
 
     return check

@@ -5,11 +5,12 @@ benchmarks/prompt_bounds.py sends took 0.97-1.08 s to decode in full (``codec.lo
 0.23-0.24 s to split into its top-level fields and the raw text of each turn (msgspec, which validates the JSON as
 it goes but builds no objects for the parts it keeps raw), side by side.
 
-An array is split into its items only as far as it is read: flat objects (a chat turn without nested arrays or
-objects) are matched one at a time from its start, up to ``SCAN_BYTES`` of it; past that, or at the first item that
-is not a flat object, the rest is split at once (msgspec). Splitting that chat's 1.6 million turns took 0.13-0.14 s,
-matching the 8,185 turns a refusal reads 0.008-0.015 s (same machine). The body has passed the top-level split,
-which validates all of it, before any item is matched, so the matcher only has to find where valid items end.
+An array is split into its items only as far as it is read: objects of strings, scalars and arrays of those or of
+flat objects (a chat turn, with its content as a string or as text parts) are matched one at a time from its start,
+up to ``SCAN_BYTES`` of it; past that, or at the first item nested deeper, the rest is split at once (msgspec).
+Splitting that chat's 1.6 million turns took 0.13-0.14 s, matching the 8,185 turns a refusal reads 0.008-0.015 s
+(same machine). The body has passed the top-level split, which validates all of it, before any item is matched,
+so the matcher only has to find where valid items end.
 
 Nothing here says why a body is bad: a body these readers cannot split (not an object, not valid JSON, too
 deep) gives ``None``, and the full decode after the precheck answers it with its own error.
@@ -26,9 +27,13 @@ import msgspec
 _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _VALUE = msgspec.json.Decoder()
-# one flat object (strings and scalars only) and what follows it: "," (more items) or "]" (the end); possessive, so
-# a match never backtracks. JSON whitespace is a subset of \s.
-_FLAT_ITEM = re.compile(rb'\s*(\{(?:[^{}\[\]"]++|"(?:[^"\\]++|\\.)*+")*+\})\s*([,\]])')
+# one item and what follows it: "," (more items) or "]" (the end). An item here is an object of strings, scalars and
+# arrays of those or of flat objects (a chat turn, its content parts); possessive, so a match never backtracks.
+# JSON whitespace is a subset of \s.
+_STRING = rb'"(?:[^"\\]++|\\.)*+"'
+_FLAT = rb'\{(?:[^{}\[\]"]++|' + _STRING + rb")*+\}"
+_ARRAY = rb'\[(?:[^{}\[\]"]++|' + _STRING + rb"|" + _FLAT + rb")*+\]"
+_ITEM = re.compile(rb'\s*(\{(?:[^{}\[\]"]++|' + _STRING + rb"|" + _ARRAY + rb")*+\})\s*([,\]])")
 # how much of an array the matcher reads before splitting the rest at once: the regex engine reads escaped strings
 # at ~15 ns a byte, msgspec far faster, so a body of long turns costs at most this much more than a split
 SCAN_BYTES = 4 << 20
@@ -68,7 +73,7 @@ class LazyArray(Sequence[Any]):
             return
         raw, at = self._raw, 1  # past the "["
         end = min(len(raw), SCAN_BYTES)
-        while (item := _FLAT_ITEM.match(raw, at, end)) is not None:
+        while (item := _ITEM.match(raw, at, end)) is not None:
             yield _value(item.group(1))
             if item.group(2) == b"]":
                 return

@@ -10,8 +10,9 @@ soon as the bound is crossed, so such a request costs microseconds per turn it n
   something of its own (role tokens, separators), as every chat template in the catalog does; the
   load probe checks that it shows each probe turn's content, in order and apart from the others,
   and counts no role when it does not (guard templates that render only the last turns).
-  Only turns with non-empty text content and no tool calls are counted; with tools, consecutive turns
-  of one role count once (a tool format may merge them: Gemma 3's does).
+  Only turns with non-empty text content (a string, or a list of text parts, which the chat routes join
+  as they are) and no tool calls are counted; with tools, consecutive turns of one role count once (a
+  tool format may merge them: Gemma 3's does).
 - **Bytes.** A tokenizer that covers every byte of its input gives a text of ``b`` bytes at least
   ``ceil(b / max_token_bytes)`` tokens (``Generator.max_token_bytes``, measured at load; 0 when
   unknown: then only the turn bound applies). For a chat, the content counted is what every template
@@ -27,7 +28,7 @@ dozen bytes). The engine still counts the real tokens afterwards, exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sie_server.adapters.runtime.generator import Generator
@@ -36,6 +37,8 @@ from sie_server.errors import InvalidInput
 THINK_END = "</think>"
 # what a tool format may turn a role into before merging it with its neighbours (tool_formats/gemma3.py)
 MERGED_AS = {"tool": "user", "developer": "system"}
+# the part types whose texts a chat route joins into a turn's content (OpenAI's chat and Responses wires)
+TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 
 
 def too_long(model_id: str, context_length: int, prompt: str, max_new_tokens: int) -> InvalidInput:
@@ -82,8 +85,8 @@ def _chat_past(messages: Iterable[Mapping[str, Any]], room: int, adapter: Genera
     turns = size = 0
     last = None
     for message in messages:
-        role, content = message.get("role"), message.get("content")
-        if role not in roles or not isinstance(content, str) or message.get("tool_calls"):
+        role, content = message.get("role"), _text(message.get("content"))
+        if role not in roles or content is None or message.get("tool_calls"):
             continue  # a message with calls: a tool format may write the calls in place of its content
         if role == "assistant" and THINK_END in content:
             content = content.rsplit(THINK_END, 1)[1]
@@ -100,3 +103,19 @@ def _chat_past(messages: Iterable[Mapping[str, Any]], room: int, adapter: Genera
         if per_token and size > most_bytes:
             return f"the chat (at least {size} bytes of content: at least {-(-size // per_token)} tokens)"
     return None
+
+
+def _text(content: Any) -> str | None:
+    """A turn's content as its route joins it: a string, or a list of text parts; None for anything else
+    (not counted)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, Sequence) or isinstance(content, bytes | bytearray):
+        return None
+    texts = []
+    for part in content:
+        text = part.get("text") if isinstance(part, Mapping) and part.get("type") in TEXT_PARTS else None
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "".join(texts)

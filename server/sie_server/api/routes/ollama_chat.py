@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from sie_server.api import tool_calls
 from sie_server.api.body import json_response, parse, validate
-from sie_server.api.context import call, model_for, service
+from sie_server.api.context import call, model_for, service, unfit_chat
 from sie_server.api.deadlines import next_within
 from sie_server.api.openapi import NDJSON, doc
 from sie_server.api.routes.generate import start
@@ -203,7 +203,8 @@ async def chat(request: Request) -> Response:
     """Ollama's ``chat``: the messages in the model's chat template; ``tools`` as on ``/v1/chat/completions``
     (streamed, a reply that may hold calls comes whole in the last line); no messages: load the model."""
     clock = Clock(time.perf_counter_ns())
-    body = await parse(request, OllamaChatRequest, service(request).limits.max_body_bytes)
+    precheck = unfit_chat(request, tokens=("num_predict",), within="options", default=DEFAULT_NUM_PREDICT, naming=bare)
+    body = await parse(request, OllamaChatRequest, service(request).limits.max_body_bytes, precheck)
     config = model_for(request, bare(body.model), "generate")
     think_refused(config, body.think)
 

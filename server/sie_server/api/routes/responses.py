@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from sie_server.api import tool_calls
 from sie_server.api.body import json_response, parse
-from sie_server.api.context import call, model_for, service
+from sie_server.api.context import call, model_for, service, unfit_chat
 from sie_server.api.deadlines import next_within
 from sie_server.api.openapi import doc
 from sie_server.api.routes.generate import start
@@ -74,7 +74,8 @@ def _answer(body: ResponsesRequest, model: str, ident: str, created: int, plan: 
     **doc(ResponseObject, body=ResponsesRequest, stream=ResponseStreamEvent, openai=True, msgpack=False),
 )
 async def responses(request: Request) -> Response:
-    body = await parse(request, ResponsesRequest, service(request).limits.max_body_bytes)
+    precheck = unfit_chat(request, tokens=("max_output_tokens",), default=DEFAULT_OUTPUT_TOKENS, turns="input")
+    body = await parse(request, ResponsesRequest, service(request).limits.max_body_bytes, precheck)
     if body.previous_response_id is not None:
         raise InvalidInput("previous_response_id: this server keeps no responses (send the whole input each time)")
     config = model_for(request, body.model, "generate")
