@@ -21,7 +21,7 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 GGML_TYPE_F32, GGML_TYPE_Q4_1 = 0, 3
 Q4_1_BLOCK = 20  # bytes per 32 weights: fp16 scale, fp16 min, 16 bytes of nibbles
-K = 512  # 16 blocks a row
+K = 512  # 16 blocks a row (and 48: the kernel multiplies scales ahead 32 blocks at a time)
 
 
 class InitParams(ctypes.Structure):
@@ -59,23 +59,23 @@ def quantize(ggml: ctypes.CDLL, weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def dequantize(blocks: np.ndarray, rows: int) -> np.ndarray:
-    b = blocks.reshape(rows, K // 32, Q4_1_BLOCK)
+def dequantize(blocks: np.ndarray, rows: int, k: int = K) -> np.ndarray:
+    b = blocks.reshape(rows, k // 32, Q4_1_BLOCK)
     d = b[..., 0:2].copy().view(np.float16).astype(np.float64)
     m = b[..., 2:4].copy().view(np.float16).astype(np.float64)
     nibbles = b[..., 4:]
     q = np.concatenate([nibbles & 15, nibbles >> 4], axis=-1).astype(np.float64)  # elements 0-15, then 16-31
-    return (d * q + m).reshape(rows, K)
+    return (d * q + m).reshape(rows, k)
 
 
 def matmul(ggml: ctypes.CDLL, blocks: np.ndarray, rows: int, x: np.ndarray, threads: int) -> np.ndarray:
-    """ggml_mul_mat of the Q4_1 weights (rows x K) by the columns of x (columns x K): columns x rows."""
-    columns = x.shape[0]
+    """ggml_mul_mat of the Q4_1 weights (rows x k) by the columns of x (columns x k): columns x rows."""
+    columns, k = x.shape
     ctx = ggml.ggml_init(InitParams(64 << 20, None, False))
     assert ctx
     try:
-        a = ggml.ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, K, rows)
-        b = ggml.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, columns)
+        a = ggml.ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_1, k, rows)
+        b = ggml.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, columns)
         ctypes.memmove(ggml.ggml_get_data(a), blocks.ctypes.data, blocks.nbytes)
         xs = np.ascontiguousarray(x, dtype=np.float32)
         ctypes.memmove(ggml.ggml_get_data(b), xs.ctypes.data, xs.nbytes)
@@ -90,14 +90,16 @@ def matmul(ggml: ctypes.CDLL, blocks: np.ndarray, rows: int, x: np.ndarray, thre
         ggml.ggml_free(ctx)
 
 
-@pytest.mark.parametrize(("rows", "columns"), [(64, 2), (67, 3), (64, 8), (67, 13), (9, 129)])
-def test_many_columns_give_each_column_alone_bit_for_bit(ggml: ctypes.CDLL, rows: int, columns: int) -> None:
-    rng = np.random.default_rng(rows * 1000 + columns)
-    blocks = quantize(ggml, rng.normal(0.0, 0.05, (rows, K)) + rng.normal(0.0, 0.02, (rows, 1)))
-    x = rng.normal(0.0, 1.0, (columns, K)).astype(np.float32)
+@pytest.mark.parametrize(
+    ("rows", "columns", "k"), [(64, 2, K), (67, 3, K), (64, 8, K), (67, 13, K), (9, 129, K), (67, 13, 3 * K)]
+)
+def test_many_columns_give_each_column_alone_bit_for_bit(ggml: ctypes.CDLL, rows: int, columns: int, k: int) -> None:
+    rng = np.random.default_rng(rows * 1000 + columns + k)
+    blocks = quantize(ggml, rng.normal(0.0, 0.05, (rows, k)) + rng.normal(0.0, 0.02, (rows, 1)))
+    x = rng.normal(0.0, 1.0, (columns, k)).astype(np.float32)
     together = matmul(ggml, blocks, rows, x, threads=2)
     alone = np.stack([matmul(ggml, blocks, rows, x[j : j + 1], threads=1)[0] for j in range(columns)])
     assert together.view(np.uint32).tolist() == alone.view(np.uint32).tolist()
-    exact = x.astype(np.float64) @ dequantize(blocks, rows).T  # the activations are rounded to 8 bits by ggml
-    scale = np.abs(x).astype(np.float64) @ np.abs(dequantize(blocks, rows)).T
+    exact = x.astype(np.float64) @ dequantize(blocks, rows, k).T  # the activations are rounded to 8 bits by ggml
+    scale = np.abs(x).astype(np.float64) @ np.abs(dequantize(blocks, rows, k)).T
     assert np.max(np.abs(together - exact) / scale) < 0.02

@@ -79,14 +79,26 @@ def activation_reserve(folder: Path, max_batch_tokens: int, max_sequence_length:
     return int(max_batch_tokens * per_token * DTYPE_BYTES[dtype])
 
 
+def compute_threads() -> int:
+    """The threads llama.cpp computes with: torch's count, which the server sets from --threads and the llama.cpp
+    adapter follows; all usable cores where torch is not loaded (a gateway sizing a model never loads it)."""
+    import sys
+
+    from sie_server.settings import default_threads
+
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else default_threads()
+
+
 def gguf_estimate(path: Path, kv_tokens: int, *, torch_prefill: bool = False) -> tuple[int, int]:
     """(weights bytes, KV cache bytes for ``kv_tokens``) of a GGUF model that llama.cpp will run,
-    from the file size and the header's shape fields. ``torch_prefill`` (generators/torch_prefill.py):
+    from the file size and the header's shape fields; the KV reserve includes what the patched flash attention
+    keeps per compute thread (``attention_cache_bytes``). ``torch_prefill`` (generators/torch_prefill.py):
     plus a float32 copy of every weight, and a reserve for one prompt of ``kv_tokens`` read by it (its
     float16 keys and values, twice more as they go to llama.cpp, and a chunk's attention scores)."""
     from gguf import GGUFReader
 
-    from sie_server.adapters.generators.llamacpp_sizing import kv_cache_bytes
+    from sie_server.adapters.generators.llamacpp_sizing import attention_cache_bytes, kv_cache_bytes
 
     if not path.is_file():  # the adapter's load names the missing file
         return 0, 0
@@ -108,9 +120,10 @@ def gguf_estimate(path: Path, kv_tokens: int, *, torch_prefill: bool = False) ->
     except (KeyError, ValueError, OSError):  # unreadable header: llama.cpp's own load will say why
         return weights, 0
     kv = kv_cache_bytes(kv_tokens, layers, embd, heads, kv_heads)
+    attention = attention_cache_bytes(kv_tokens, embd, heads, compute_threads())
     if not torch_prefill:
-        return weights, kv
+        return weights, kv + attention
     from sie_server.adapters.generators.torch_prefill import CHUNK
 
     # its keys and values as read, as arrays for llama.cpp and as the state it takes: three times the cache
-    return weights + 4 * floats, 3 * kv + 4 * CHUNK * kv_tokens * heads
+    return weights + 4 * floats, 3 * kv + attention + 4 * CHUNK * kv_tokens * heads

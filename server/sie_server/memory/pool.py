@@ -222,7 +222,8 @@ class ModelPool:
     def _estimate(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> tuple[int, int]:
         folder = Path(location.path)
         if effective_backend(config, profile) == "llamacpp" and config.source.gguf_file:
-            # llama.cpp allocates its whole KV cache at load: that is the reserve, and it is exact; the copies
+            # llama.cpp allocates its whole KV cache at load: that is the reserve (with what its patched flash
+            # attention keeps per thread, llamacpp_sizing.attention_cache_bytes), and it is exact; the copies
             # of read prompts' cells (adapters/generators/llamacpp_prefix.py) may grow to their cap beside it
             gguf, tokens = folder / config.source.gguf_file, kv_cache_tokens(profile)
             weights, kv = gguf_estimate(gguf, tokens, torch_prefill=bool(profile.torch_prefill_tokens))
