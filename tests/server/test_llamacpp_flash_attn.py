@@ -20,34 +20,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-llama_cpp = pytest.importorskip("llama_cpp")
+pytest.importorskip("llama_cpp")
+
+from tests.helpers.ggml import InitParams, load_ggml
 
 GGML_TYPE_F32, GGML_TYPE_F16 = 0, 1
 HEADS, KV_HEADS, DIM = 9, 3, 64  # SmolLM2-135M's attention
 SCALE = 1.0 / DIM**0.5
 
 
-class InitParams(ctypes.Structure):
-    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
-
-
 @pytest.fixture(scope="module")
 def ggml() -> ctypes.CDLL:
-    lib = Path(llama_cpp.__file__).parent / "lib"
-    base = ctypes.CDLL(str(lib / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
-    cpu = ctypes.CDLL(str(lib / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
-    base.ggml_init.restype, base.ggml_init.argtypes = ctypes.c_void_p, [InitParams]
-    base.ggml_free.argtypes = [ctypes.c_void_p]
+    base = load_ggml()
     base.ggml_new_tensor_3d.restype = ctypes.c_void_p
     base.ggml_new_tensor_3d.argtypes = [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_int64] * 3
     base.ggml_flash_attn_ext.restype = ctypes.c_void_p
     base.ggml_flash_attn_ext.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_float] * 3
-    base.ggml_new_graph.restype, base.ggml_new_graph.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-    base.ggml_build_forward_expand.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    base.ggml_get_data.restype, base.ggml_get_data.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-    cpu.ggml_graph_compute_with_ctx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    cpu.ggml_cpu_init()
-    base.compute = cpu.ggml_graph_compute_with_ctx
     return base
 
 

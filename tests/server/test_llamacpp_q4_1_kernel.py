@@ -12,42 +12,29 @@ on the dequantized weights, so a kernel that agreed with a wrong reference would
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-llama_cpp = pytest.importorskip("llama_cpp")
+pytest.importorskip("llama_cpp")
+
+from tests.helpers.ggml import InitParams, load_ggml
 
 GGML_TYPE_F32, GGML_TYPE_Q4_1 = 0, 3
 Q4_1_BLOCK = 20  # bytes per 32 weights: fp16 scale, fp16 min, 16 bytes of nibbles
 K = 512  # 16 blocks a row (and 48: the kernel multiplies scales ahead 32 blocks at a time)
 
 
-class InitParams(ctypes.Structure):
-    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
-
-
 @pytest.fixture(scope="module")
 def ggml() -> ctypes.CDLL:
-    lib = Path(llama_cpp.__file__).parent / "lib"
-    base = ctypes.CDLL(str(lib / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
-    cpu = ctypes.CDLL(str(lib / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
-    base.ggml_init.restype, base.ggml_init.argtypes = ctypes.c_void_p, [InitParams]
-    base.ggml_free.argtypes = [ctypes.c_void_p]
+    base = load_ggml()
     base.ggml_new_tensor_2d.restype = ctypes.c_void_p
     base.ggml_new_tensor_2d.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
     base.ggml_mul_mat.restype, base.ggml_mul_mat.argtypes = ctypes.c_void_p, [ctypes.c_void_p] * 3
-    base.ggml_new_graph.restype, base.ggml_new_graph.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-    base.ggml_build_forward_expand.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    base.ggml_get_data.restype, base.ggml_get_data.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
     base.ggml_quantize_chunk.restype = ctypes.c_size_t
     base.ggml_quantize_chunk.argtypes = (
         [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_void_p]
     )
-    cpu.ggml_graph_compute_with_ctx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    cpu.ggml_cpu_init()
-    base.compute = cpu.ggml_graph_compute_with_ctx
     return base
 
 
