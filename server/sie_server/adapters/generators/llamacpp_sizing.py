@@ -24,8 +24,9 @@ def kv_cache_bytes(n_ctx: int, n_layer: int, n_embd: int, n_head: int, n_head_kv
 
 
 def attention_cache_bytes(n_ctx: int, n_embd: int, n_head: int, threads: int) -> int:
-    """What the patched flash attention keeps per compute thread from one prompt read to the next: one KV head's
-    keys and values in float32 for up to ``n_ctx`` cells (a thread-local buffer in llama.cpp, outside its KV cache)."""
+    """What the patched flash attention holds while a prompt is read: one KV head's keys and values in float32 for
+    up to ``n_ctx`` cells in each compute thread (thread-local buffers in llama.cpp, outside its KV cache; the
+    calling thread keeps its own between reads)."""
     head_dim = n_embd // max(n_head, 1)
     cells = -(-n_ctx // ATTENTION_TILE_CELLS) * ATTENTION_TILE_CELLS
     per_thread = cells * 2 * head_dim * 4
