@@ -78,13 +78,28 @@ def matmul(ggml: ctypes.CDLL, blocks: np.ndarray, rows: int, x: np.ndarray, thre
 
 
 @pytest.mark.parametrize(
-    ("rows", "columns", "k"), [(64, 2, K), (67, 3, K), (64, 8, K), (67, 13, K), (9, 129, K), (67, 13, 3 * K)]
+    ("rows", "columns", "k", "threads"),
+    [
+        (64, 2, K, 2),
+        (67, 3, K, 2),
+        (64, 8, K, 2),
+        (67, 13, K, 2),
+        (9, 129, K, 2),
+        (67, 13, 3 * K, 2),
+        # the threads take row tiles in chunks as each gets free: many chunks, more threads than cores, and
+        # the last rows and columns (split statically) after them
+        (1030, 5, K, 3),
+        (264, 8, K, 2),
+        (131, 130, K, 4),
+    ],
 )
-def test_many_columns_give_each_column_alone_bit_for_bit(ggml: ctypes.CDLL, rows: int, columns: int, k: int) -> None:
+def test_many_columns_give_each_column_alone_bit_for_bit(
+    ggml: ctypes.CDLL, rows: int, columns: int, k: int, threads: int
+) -> None:
     rng = np.random.default_rng(rows * 1000 + columns + k)
     blocks = quantize(ggml, rng.normal(0.0, 0.05, (rows, k)) + rng.normal(0.0, 0.02, (rows, 1)))
     x = rng.normal(0.0, 1.0, (columns, k)).astype(np.float32)
-    together = matmul(ggml, blocks, rows, x, threads=2)
+    together = matmul(ggml, blocks, rows, x, threads=threads)
     alone = np.stack([matmul(ggml, blocks, rows, x[j : j + 1], threads=1)[0] for j in range(columns)])
     assert together.view(np.uint32).tolist() == alone.view(np.uint32).tolist()
     exact = x.astype(np.float64) @ dequantize(blocks, rows, k).T  # the activations are rounded to 8 bits by ggml
