@@ -1,17 +1,20 @@
-"""The Q4_1 tile kernel this project patches into llama.cpp (patches/llama.cpp/sgemm-q4_1.patch) gives the same
-bits as llama.cpp's own Q4_1 dot product.
+"""The Q4_1 kernels this project patches into llama.cpp (patches/llama.cpp/sgemm-q4_1.patch, gemv-q4_1.patch) give
+the same bits as llama.cpp's own Q4_1 dot product.
 
-ggml sends a matmul of Q4_1 weights by one column (one sequence decoding) to ``ggml_vec_dot_q4_1_q8_1`` and, with
-the patch, one by two or more columns (a prompt, several sequences decoding together) to the tile kernel. So each
-column of a many-column product, through ggml itself, must equal that column's product alone, bit for bit, for
-shapes that fill whole tiles and shapes that leave partial ones; else a prompt's logits would depend on what it
-was batched with, and prefix reuse would not be exact. The products are also checked against float64 arithmetic
-on the dequantized weights, so a kernel that agreed with a wrong reference would not pass either.
+ggml sends a matmul of Q4_1 weights by one column (one sequence decoding) to ``ggml_vec_dot_q4_1_q8_1``, which the
+gemv patch runs four rows at a time on AVX-512 (``ggml_vec_dot_q4_1_q8_1_rows``), and, with the sgemm patch, one by
+two or more columns (a prompt, several sequences decoding together) to the tile kernel. So a one-column product
+through ggml must equal that dot product row by row, and each column of a many-column product that column's product
+alone, bit for bit, for shapes that fill whole tiles and shapes that leave partial ones; else a prompt's logits
+would depend on what it was batched with, and prefix reuse would not be exact. The products are also checked
+against float64 arithmetic on the dequantized weights, so a kernel that agreed with a wrong reference would not
+pass either.
 """
 
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +25,7 @@ from tests.helpers.ggml import InitParams, load_ggml
 
 GGML_TYPE_F32, GGML_TYPE_Q4_1 = 0, 3
 Q4_1_BLOCK = 20  # bytes per 32 weights: fp16 scale, fp16 min, 16 bytes of nibbles
+Q8_1_BLOCK = 36  # bytes per 32 activations: fp16 scale, fp16 scale x sum, 32 int8
 K = 512  # 16 blocks a row (and 48: the kernel multiplies scales ahead 32 blocks at a time)
 
 
@@ -105,3 +109,48 @@ def test_many_columns_give_each_column_alone_bit_for_bit(
     exact = x.astype(np.float64) @ dequantize(blocks, rows, k).T  # the activations are rounded to 8 bits by ggml
     scale = np.abs(x).astype(np.float64) @ np.abs(dequantize(blocks, rows, k)).T
     assert np.max(np.abs(together - exact) / scale) < 0.02
+
+
+@pytest.fixture(scope="module")
+def cpu(ggml: ctypes.CDLL) -> ctypes.CDLL:
+    """libggml-cpu (loaded by ``ggml``): its quantizer for activations and its Q4_1 dot product, typed."""
+    import llama_cpp
+
+    lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-cpu.so"))
+    lib.quantize_row_q8_1.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    lib.ggml_vec_dot_q4_1_q8_1.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    lib.ggml_vec_dot_q4_1_q8_1.argtypes += [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return lib
+
+
+@pytest.mark.parametrize(
+    ("rows", "k", "threads"),
+    [
+        (64, K, 1),  # whole groups of four rows
+        (3, K, 1),  # fewer rows than a group
+        (67, 3 * K, 2),  # a partial group at the end of the last 16-row block
+        (1030, K, 3),  # many chunks taken by the threads as they get free, a partial group
+    ],
+)
+def test_one_column_gives_the_dot_product_row_by_row_bit_for_bit(
+    ggml: ctypes.CDLL, cpu: ctypes.CDLL, rows: int, k: int, threads: int
+) -> None:
+    rng = np.random.default_rng(rows * 7 + k)
+    blocks = quantize(ggml, rng.normal(0.0, 0.05, (rows, k)) + rng.normal(0.0, 0.02, (rows, 1)))
+    x = rng.normal(0.0, 1.0, (1, k)).astype(np.float32)
+    through_ggml = matmul(ggml, blocks, rows, x, threads=threads)[0]
+    column = np.zeros(k // 32 * Q8_1_BLOCK, dtype=np.uint8)
+    cpu.quantize_row_q8_1(x.ctypes.data, column.ctypes.data, k)
+    one = ctypes.c_float()
+    row_bytes = k // 32 * Q4_1_BLOCK
+    by_row = []
+    for r in range(rows):
+        cpu.ggml_vec_dot_q4_1_q8_1(
+            k, ctypes.byref(one), 0, blocks.ctypes.data + r * row_bytes, 0, column.ctypes.data, 0, 1
+        )
+        by_row.append(one.value)
+    expected = np.array(by_row, dtype=np.float32)
+    assert through_ggml.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+    exact = x.astype(np.float64) @ dequantize(blocks, rows, k).T
+    scale = np.abs(x).astype(np.float64) @ np.abs(dequantize(blocks, rows, k)).T
+    assert np.max(np.abs(through_ggml - exact[0]) / scale[0]) < 0.02
