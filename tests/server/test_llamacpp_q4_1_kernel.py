@@ -1,14 +1,15 @@
-"""The Q4_1 kernels this project patches into llama.cpp (patches/llama.cpp/sgemm-q4_1.patch, gemv-q4_1.patch) give
-the same bits as llama.cpp's own Q4_1 dot product.
+"""The Q4_1 kernel this project patches into llama.cpp (patches/llama.cpp/sgemm-q4_1.patch): an output is the same
+bits whatever columns it is computed with, and its arithmetic is the one the patch states.
 
-ggml sends a matmul of Q4_1 weights by one column (one sequence decoding) to ``ggml_vec_dot_q4_1_q8_1``, which the
-gemv patch runs four rows at a time on AVX-512 (``ggml_vec_dot_q4_1_q8_1_rows``), and, with the sgemm patch, one by
-two or more columns (a prompt, several sequences decoding together) to the tile kernel. So a one-column product
-through ggml must equal that dot product row by row, and each column of a many-column product that column's product
-alone, bit for bit, for shapes that fill whole tiles and shapes that leave partial ones; else a prompt's logits
-would depend on what it was batched with, and prefix reuse would not be exact. The products are also checked
-against float64 arithmetic on the dequantized weights, so a kernel that agreed with a wrong reference would not
-pass either.
+With the patch, ggml sends a matmul of Q4_1 weights by two or more columns (a prompt, several sequences decoding
+together) to the tile kernel, and on AVX-512 VNNI by one column (one sequence decoding) too; elsewhere one column
+goes to ``ggml_vec_dot_q4_1_q8_1``. Each column of a many-column product must equal that column's product alone,
+bit for bit, for shapes that fill whole tiles and shapes that leave partial ones; else a prompt's logits would
+depend on what it was batched with, and prefix reuse would not be exact. A one-column product must equal, bit for
+bit, the arithmetic the kernel is built on: on AVX-512 VNNI, per block in order the exact integer dot product
+times d_x * d_y added with one FMA and m_x * s_y with another (computed here in numpy); elsewhere ggml's own dot
+product, row by row through ctypes. The products are also checked against float64 arithmetic on the dequantized
+weights, so a kernel that agreed with a wrong reference would not pass either.
 """
 
 from __future__ import annotations
@@ -111,6 +112,43 @@ def test_many_columns_give_each_column_alone_bit_for_bit(
     assert np.max(np.abs(together - exact) / scale) < 0.02
 
 
+def vnni512() -> bool:
+    """Whether this CPU has the AVX-512 parts the wheel's VNNI tile kernel is built for (the wheel is built for the
+    CPU it runs on)."""
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    return {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float32 fused multiply-add: the product is exact in float64 (two 24-bit significands, or one and an
+    integer under 2**16), the sum rounded once to float64 and then to float32."""
+    return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+
+
+def chain_per_block(blocks: np.ndarray, rows: int, k: int, column: np.ndarray) -> np.ndarray:
+    """The VNNI kernel's arithmetic, one output per row: for each block in order, its integer dot product
+    (exact) scaled by d_x * d_y with one FMA, then m_x * s_y added with another."""
+    nb = k // 32
+    b = blocks.reshape(rows, nb, Q4_1_BLOCK)
+    d = b[..., 0:2].copy().view(np.float16).astype(np.float32)[..., 0]
+    m = b[..., 2:4].copy().view(np.float16).astype(np.float32)[..., 0]
+    q = np.concatenate([b[..., 4:] & 15, b[..., 4:] >> 4], axis=-1).astype(np.int64)
+    c = column.reshape(nb, Q8_1_BLOCK)
+    dy = c[:, 0:2].copy().view(np.float16).astype(np.float32)[:, 0]
+    sy = c[:, 2:4].copy().view(np.float16).astype(np.float32)[:, 0]
+    qy = c[:, 4:].view(np.int8).astype(np.int64)
+    acc = np.zeros(rows, dtype=np.float32)
+    for block in range(nb):
+        dot = (q[:, block] * qy[block]).sum(axis=-1).astype(np.float32)
+        acc = fma32(d[:, block] * dy[block], dot, acc)
+        acc = fma32(m[:, block], np.full(rows, sy[block], dtype=np.float32), acc)
+    return acc
+
+
 @pytest.fixture(scope="module")
 def cpu(ggml: ctypes.CDLL) -> ctypes.CDLL:
     """libggml-cpu (loaded by ``ggml``): its quantizer for activations and its Q4_1 dot product, typed."""
@@ -141,15 +179,18 @@ def test_one_column_gives_the_dot_product_row_by_row_bit_for_bit(
     through_ggml = matmul(ggml, blocks, rows, x, threads=threads)[0]
     column = np.zeros(k // 32 * Q8_1_BLOCK, dtype=np.uint8)
     cpu.quantize_row_q8_1(x.ctypes.data, column.ctypes.data, k)
-    one = ctypes.c_float()
-    row_bytes = k // 32 * Q4_1_BLOCK
-    by_row = []
-    for r in range(rows):
-        cpu.ggml_vec_dot_q4_1_q8_1(
-            k, ctypes.byref(one), 0, blocks.ctypes.data + r * row_bytes, 0, column.ctypes.data, 0, 1
-        )
-        by_row.append(one.value)
-    expected = np.array(by_row, dtype=np.float32)
+    if vnni512():
+        expected = chain_per_block(blocks, rows, k, column)
+    else:
+        one = ctypes.c_float()
+        row_bytes = k // 32 * Q4_1_BLOCK
+        by_row = []
+        for r in range(rows):
+            cpu.ggml_vec_dot_q4_1_q8_1(
+                k, ctypes.byref(one), 0, blocks.ctypes.data + r * row_bytes, 0, column.ctypes.data, 0, 1
+            )
+            by_row.append(one.value)
+        expected = np.array(by_row, dtype=np.float32)
     assert through_ggml.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
     exact = x.astype(np.float64) @ dequantize(blocks, rows, k).T
     scale = np.abs(x).astype(np.float64) @ np.abs(dequantize(blocks, rows, k)).T
