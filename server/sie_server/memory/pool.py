@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sie_server.adapters import ModelAdapter, create_adapter
 from sie_server.adapters.generators.llamacpp_sizing import kv_cache_tokens
+from sie_server.adapters.runtime import first_load
 from sie_server.adapters.runtime.backends import effective_backend
 from sie_server.adapters.runtime.weights import WeightsLocation, resolve
 from sie_server.catalog.schema import CpuPrecision, GgufFormat, ModelConfig, Profile
@@ -239,7 +240,7 @@ class ModelPool:
         self, location: WeightsLocation, config: ModelConfig, profile: Profile, progress: LoadProgress
     ) -> ModelAdapter:
         adapter = self.factory(config, profile, self.device)
-        adapter.load(location.path)
+        first_load.load(adapter, location.path)
         progress.enter(LoadStage.WARMING)
         adapter.warmup()
         return adapter

@@ -8,7 +8,6 @@ drops the duplicates that overlapping windows find twice.
 from __future__ import annotations
 
 import bisect
-import gc
 import re
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,6 +15,7 @@ from typing import Any, NamedTuple
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.encoder import SpanExtractor
 from sie_server.adapters.runtime.options import Entity, ExtractOptions, Span
+from sie_server.adapters.runtime.torch_modules import module_bytes, release
 
 _WORD = re.compile(r"\S+")
 OVERLAP_WORDS = 32
@@ -35,18 +35,22 @@ class GlinerAdapter(SpanExtractor):
     def load(self, weights: Path) -> None:
         from gliner import GLiNER
 
-        self.model = GLiNER.from_pretrained(str(weights), map_location=self.device, local_files_only=True)
+        from sie_server.adapters.runtime.transformers_base import DTYPES
+
+        # the profile's dtype (float16 on CUDA): gliner casts each tensor as it reads it, else it keeps float32
+        dtype = DTYPES[self.profile.dtype] if self.profile.dtype != "float32" else None
+        self.model = GLiNER.from_pretrained(
+            str(weights), map_location=self.device, local_files_only=True, dtype=dtype
+        )
         self.model.eval()
         self.window_words = min(self.config.max_sequence_length, int(getattr(self.model.config, "max_len", 384)))
 
     def unload(self) -> None:
         self.model = None
-        gc.collect()
+        release(self.device)
 
     def resident_bytes(self) -> int:
-        if self.model is None:
-            return 0
-        return sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
+        return module_bytes(self.model)
 
     def warmup(self) -> None:
         self.run(self.windows(["Acme Corp sent an invoice."]), ExtractOptions(labels=("company",), threshold=0.5))
