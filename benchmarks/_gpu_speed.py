@@ -124,9 +124,10 @@ def sie_generate(url: str, model: str, streams: int, new_tokens: int) -> float:
     return asyncio.run(run())
 
 
-def hf_generate(folder: Path, device: str, dtype: str, streams: int, new_tokens: int) -> float:
-    """Tokens/s of transformers' ``generate`` on the same weights, device and precision: ``streams`` prompts in
-    one left-padded batch, greedy, exactly ``new_tokens`` each."""
+def hf_generate(folder: Path, device: str, dtype: str, streams: int, new_tokens: int) -> tuple[float, float]:
+    """Tokens/s of transformers' ``generate`` on the same weights, device and precision (``streams`` prompts in one
+    left-padded batch, greedy, exactly ``new_tokens`` each), and the milliseconds of one decode step's forward
+    pass alone (no sampling or bookkeeping around it)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -142,10 +143,34 @@ def hf_generate(folder: Path, device: str, dtype: str, streams: int, new_tokens:
         out = model.generate(**batch, **settings)
         _sync(device)
         seconds = time.perf_counter() - started
+        step_ms = _decode_step_ms(model, batch, device)
     made = (out.shape[1] - batch["input_ids"].shape[1]) * streams
     del model
     _release(device)
-    return made / seconds
+    return made / seconds, step_ms
+
+
+def _decode_step_ms(model: Any, batch: Any, device: str, steps: int = 16) -> float:
+    """One new token's forward pass over a cache (the same token fed back each time), timed alone."""
+    first = model(**batch, use_cache=True)
+    cache, token = first.past_key_values, batch["input_ids"][:, -1:]
+    mask = batch["attention_mask"]
+    for _ in range(2):  # warm up
+        mask = torch_cat_one(mask)
+        cache = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True).past_key_values
+    _sync(device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        mask = torch_cat_one(mask)
+        cache = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True).past_key_values
+    _sync(device)
+    return (time.perf_counter() - started) / steps * 1000
+
+
+def torch_cat_one(mask: Any) -> Any:
+    import torch
+
+    return torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
 
 
 def _release(device: str) -> None:

@@ -222,14 +222,15 @@ def _hf_generate(
     built: dict[str, Path], device: str, plan: speed.Plan, rates: dict[str, float]
 ) -> tuple[bool, str, dict[str, Any]]:
     dtype = "float32" if device == "cpu" else "bfloat16"
-    rates["hf_gen_1"] = speed.hf_generate(built[LLM], device, dtype, 1, plan.new_tokens)
-    rates["hf_gen_n"] = speed.hf_generate(built[LLM], device, dtype, plan.streams, plan.new_tokens)
+    rates["hf_gen_1"], step_1 = speed.hf_generate(built[LLM], device, dtype, 1, plan.new_tokens)
+    rates["hf_gen_n"], step_n = speed.hf_generate(built[LLM], device, dtype, plan.streams, plan.new_tokens)
     one, many = ratio(rates.get("sie_gen_1"), rates["hf_gen_1"]), ratio(rates.get("sie_gen_n"), rates["hf_gen_n"])
     detail = (
         f"transformers generate {dtype}: one stream {rates['hf_gen_1']:,.0f} tokens/s, {plan.streams} in one batch "
-        f"{rates['hf_gen_n']:,.0f}; SIE / generate: {_x(one)} and {_x(many)}"
+        f"{rates['hf_gen_n']:,.0f}; SIE / generate: {_x(one)} and {_x(many)}; one decode step's forward alone "
+        f"{step_1:.1f} ms (1 row), {step_n:.1f} ms ({plan.streams} rows)"
     )
-    return True, detail, {"one_stream_ratio": one, "streams_ratio": many}
+    return True, detail, {"one_stream_ratio": one, "streams_ratio": many, "step_ms": [step_1, step_n]}
 
 
 def _x(value: float | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _SAFETENSORS_BYTES = {
@@ -54,15 +55,27 @@ def weights_bytes(folder: Path, dtype: str) -> int:
     return sum(p.stat().st_size for p in folder.glob("*.bin"))
 
 
+def _model_config(folder: Path) -> dict[str, Any] | None:
+    """The architecture's config: config.json, else the backbone's config that GLiNER keeps in its own."""
+    try:
+        return dict(json.loads((folder / "config.json").read_text()))
+    except (OSError, ValueError):
+        pass
+    try:
+        encoder = json.loads((folder / "gliner_config.json").read_text()).get("encoder_config")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return dict(encoder) if isinstance(encoder, dict) else None
+
+
 def activation_reserve(folder: Path, max_batch_tokens: int, max_sequence_length: int, dtype: str) -> int:
     """Peak activation bytes of one full batch of an encoder, estimated from its config.
 
     Per token: the hidden state and its attention/FFN intermediates (~6 hidden + 2 FFN
     widths), plus one row of attention scores per head for a sequence of the model's length.
     """
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
+    config = _model_config(folder)
+    if config is None:
         return 0
     hidden = int(config.get("hidden_size") or config.get("d_model") or 768)
     if any(str(a).endswith("ForCausalLM") for a in config.get("architectures") or []):
