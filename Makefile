@@ -133,6 +133,36 @@ checkov-venv:
 	  || echo "warning: could not install $(CHECKOV); its test will be skipped"; fi
 	@$(call link_venv,$(CHECKOV_VENV),.venv-checkov)
 
+# The GPU machine this project borrows has no network: what it runs travels with the tree (README "GPU check").
+# `make gpu-bundle` puts in .gpu-bundle the wheels the server needs beyond the GPU image's packages (Python 3.12,
+# x86-64; scripts/gpu/bundle.txt, verified against scripts/gpu/image-packages.txt) and prints their size; the wheels
+# are kept under GPU_WHEELS per pin list, so a fresh clone copies them instead of downloading again.
+GPU_PINS_ID := $(shell cat scripts/gpu/bundle.txt | cksum | cut -d' ' -f1)
+GPU_WHEELS ?= $(HOME)/.cache/sie/gpu-bundle-$(GPU_PINS_ID)
+$(GPU_WHEELS)/%/.complete: scripts/gpu/bundle.txt
+	$(PYTHON) scripts/gpu_bundle.py build --python $* --out $(GPU_WHEELS)/$* && touch $@
+
+.PHONY: gpu-bundle gpu-dry-run-deps
+gpu-bundle: $(GPU_WHEELS)/3.12/.complete
+	rm -rf .gpu-bundle && mkdir .gpu-bundle && cp $(GPU_WHEELS)/3.12/*.whl .gpu-bundle/
+	$(PYTHON) scripts/gpu_bundle.py verify --python 3.12 --dir .gpu-bundle
+
+# The GPU check's dry run (tests/deploy/test_gpu_dry_run.py) needs a venv that looks like the GPU image (its
+# packages at its versions, the CPU torch on this disk in place of its CUDA torch, no project install) and the
+# same pins as wheels for that venv's Python: about 1 min and 1.7 GB once per machine (TOOL_VENVS); else the
+# dry run skips and says why
+GPU_LOOKALIKE := $(TOOL_VENVS)/gpu-lookalike-$(shell cat scripts/gpu/image-lookalike.txt | cksum | cut -d' ' -f1)
+GPU_DRY_PYTHON := $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null)
+gpu-dry-run-deps: gpu-bundle
+	@$(MAKE) -s --no-print-directory $(GPU_WHEELS)/$(GPU_DRY_PYTHON)/.complete \
+	  || echo "warning: could not download the dry run's wheels; the GPU dry run will be skipped"
+	@ln -sfn $(GPU_WHEELS)/$(GPU_DRY_PYTHON) .gpu-bundle-dry-run
+	@if [ ! -f $(GPU_LOOKALIKE)/.complete ]; then rm -rf $(GPU_LOOKALIKE); \
+	  ($(PYTHON) -m venv $(GPU_LOOKALIKE) && $(GPU_LOOKALIKE)/bin/pip install -q -r scripts/gpu/image-lookalike.txt \
+	    && touch $(GPU_LOOKALIKE)/.complete) \
+	  || echo "warning: could not build the GPU image look-alike venv; the GPU dry run will be skipped"; fi
+	@$(call link_venv,$(GPU_LOOKALIKE),.venv-gpu-lookalike)
+
 # promtool unit-tests the alert rules (tests/deploy/test_alerts.py): Debian's prometheus package, installed
 # when /usr/bin/promtool is missing and apt-get is there (as root): about 25 s and 96 MB once (no service is
 # started in a container); else those tests skip and say why
@@ -186,7 +216,7 @@ sdk-ts/.built: $(SDK_TS_INPUTS)
 # TEST_WORKERS=1 runs it in one process, as before.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
-test: install-dev compat-venv shellcheck checkov-venv promtool tesseract espeak-ng sdk-ts lint
+test: install-dev compat-venv shellcheck checkov-venv promtool tesseract espeak-ng sdk-ts gpu-dry-run-deps lint
 	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
@@ -195,7 +225,7 @@ test-gateway: install-dev compat-venv sdk-ts
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 clean:
-	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat .venv-gpu-lookalike .gpu-bundle .gpu-bundle-dry-run .pytest_cache .mypy_cache .ruff_cache
 
 ## make sync-client: regenerate the SDK's blocking client (sdk/sie_sdk/_sync.py) from the asyncio one (_async.py)
 ## (and _sync_transport.py from _async_transport.py); `make lint` fails when either is stale

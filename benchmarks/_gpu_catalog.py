@@ -67,4 +67,4 @@ def budget_for(charges: list[int]) -> int:
     what the allocator holds beyond them), all of them never do."""
     if len(charges) < 2:
         raise ValueError("eviction needs at least two models")
-    return sum(charges) - min(charges) // 2
+    return sum(charges) - (min(charges) + 1) // 2

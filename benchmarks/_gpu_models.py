@@ -55,7 +55,9 @@ SPECS = (
         Size(384, 6, 12, 1536, BERT_VOCAB),
         Size(64, 2, 4, 128, 1024),
     ),
-    Spec(BERT_BASE, "BAAI/bge-base-en-v1.5", "embedder", Size(768, 12, 12, 3072, BERT_VOCAB), Size(96, 2, 4, 192, 1024)),
+    Spec(
+        BERT_BASE, "BAAI/bge-base-en-v1.5", "embedder", Size(768, 12, 12, 3072, BERT_VOCAB), Size(96, 2, 4, 192, 1024)
+    ),
     Spec(
         RERANKER,
         "cross-encoder/ms-marco-MiniLM-L-6-v2",

@@ -91,8 +91,10 @@ def _reranker(low: Any, ref: Any, texts: list[str]) -> tuple[float, str, bool]:
         return np.asarray(adapter.run(adapter.tokenize_pairs(texts[0], texts[1:]), ScoreOptions()))
 
     error = relative_error(scores(low), scores(ref))
-    return error, f"scores' relative error {error:.2e} over {len(texts) - 1} pairs (at most {SCORE_REL_TOL})", (
-        error <= SCORE_REL_TOL
+    return (
+        error,
+        f"scores' relative error {error:.2e} over {len(texts) - 1} pairs (at most {SCORE_REL_TOL})",
+        (error <= SCORE_REL_TOL),
     )
 
 

@@ -139,7 +139,8 @@ def lru(client: httpx.Client, ids: list[str], budget: int, sampler: Sampler) -> 
     ok = first_out and not failed and evicted >= ROUNDS * 2 and sampler.peak_used <= budget
     detail = (
         f"loading the fifth evicted the least recently used: {first_out}; {figures['requests']} requests, "
-        f"{figures['failed']} failed {sorted(set(failed))}; {figures['evictions']} evictions, {figures['loads']} loads; "
+        f"{figures['failed']} failed {sorted(set(failed))}; "
+        f"{figures['evictions']} evictions, {figures['loads']} loads; "
         f"peak used {figures['peak_used_mib']} of a {figures['budget_mib']} MiB budget "
         f"(device peak {figures['peak_device_mib']} MiB)"
     )

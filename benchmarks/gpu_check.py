@@ -86,7 +86,9 @@ def machine(device: str) -> Machine:
 
     python = platform.python_version()
     if device == "cpu":
-        return Machine(f"{cpu_model()} ({cpu_flags()})", "none", torch.__version__, "none", transformers.__version__, python)
+        return Machine(
+            f"{cpu_model()} ({cpu_flags()})", "none", torch.__version__, "none", transformers.__version__, python
+        )
     props = torch.cuda.get_device_properties(0)
     driver = "unknown"
     try:
@@ -150,7 +152,12 @@ def run(out: Path, cpu: bool) -> Report:
                 lambda: serving.charges_vs_device(client, device, baseline, pid),
                 limit,
             )
-            timed(report, "LRU eviction, budget below the five's sum", lambda: serving.lru(client, ids, budget, sampler), limit)
+            timed(
+                report,
+                "LRU eviction, budget below the five's sum",
+                lambda: serving.lru(client, ids, budget, sampler),
+                limit,
+            )
             sampler.stop()
             timed(
                 report,

@@ -64,5 +64,5 @@ ARGS=(--out "$OUT_DIR")
 (( CPU )) && ARGS+=(--cpu)
 status=0
 (cd "$ROOT" && PYTHONUNBUFFERED=1 timeout "$LIMIT_S" "$PY" -m benchmarks.gpu_check "${ARGS[@]}") || status=$?
-step "done (exit $status): results in $OUT_DIR"
+step "done (exit $status): results in $OUT_DIR" >&2  # stdout ends with the table
 exit "$status"

@@ -142,17 +142,31 @@ def wheel_requirements(path: Path) -> list[Requirement]:
     return [Requirement(r) for r in message.get_all("Requires-Dist") or []]
 
 
+def _plain(req: Requirement) -> str:
+    """The requirement without its marker (already evaluated where it was found)."""
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}{req.specifier}"
+
+
 def _applies(req: Requirement, env: dict[str, str], extras: set[str]) -> bool:
     if req.marker is None:
         return True
     return any(req.marker.evaluate({**env, "extra": extra}) for extra in (extras or {""}))
 
 
-def verify(folder: Path, python: str = DEVICE_PYTHON) -> Verdict:
-    """Whether ``folder`` holds exactly the pinned wheels for ``python``, and with the image meets every need."""
+def verify(
+    folder: Path,
+    python: str = DEVICE_PYTHON,
+    *,
+    pinned: list[Pin] | None = None,
+    image: dict[str, str | None] | None = None,
+    needs: list[Requirement] | None = None,
+) -> Verdict:
+    """Whether ``folder`` holds exactly the pinned wheels for ``python``, and with the image meets every need
+    (``pinned``, ``image`` and ``needs`` default to bundle.txt, image-packages.txt and ``roots()``)."""
     verdict = Verdict()
-    pins = {p.name: p for p in read_pins()}
-    image = read_image()
+    pins = {p.name: p for p in (read_pins() if pinned is None else pinned)}
+    image = read_image() if image is None else image
     tags = supported_tags(python)
     env = environment(python)
     wheels: dict[str, tuple[Version, Path]] = {}
@@ -175,7 +189,8 @@ def verify(folder: Path, python: str = DEVICE_PYTHON) -> Verdict:
 
     reached: set[str] = set()
     # each requirement's marker is evaluated where it is found (with the extras asked of its owner)
-    todo: list[tuple[Requirement, str]] = [(r, "the server") for r in roots() if _applies(r, env, set())]
+    starts = roots() if needs is None else needs
+    todo: list[tuple[Requirement, str]] = [(r, "the server") for r in starts if _applies(r, env, set())]
     seen: set[tuple[str, frozenset[str]]] = set()
     while todo:
         req, wanted_by = todo.pop()
@@ -185,7 +200,7 @@ def verify(folder: Path, python: str = DEVICE_PYTHON) -> Verdict:
         if name in wheels:
             version, path = wheels[name]
             if not req.specifier.contains(version, prereleases=True):
-                verdict.problems.append(f"{wanted_by} needs {req}; the bundle has {name} {version}")
+                verdict.problems.append(f"{wanted_by} needs {_plain(req)}; the bundle has {name} {version}")
             reached.add(name)
             key = (name, frozenset(req.extras))
             if key not in seen:
@@ -196,9 +211,9 @@ def verify(folder: Path, python: str = DEVICE_PYTHON) -> Verdict:
         elif name in image:
             known = image[name]
             if known is not None and not req.specifier.contains(Version(known), prereleases=True):
-                verdict.problems.append(f"{wanted_by} needs {req}; the image has {name} {known}")
+                verdict.problems.append(f"{wanted_by} needs {_plain(req)}; the image has {name} {known}")
         else:
-            verdict.problems.append(f"{wanted_by} needs {req}: neither the image nor the bundle has it; pin it")
+            verdict.problems.append(f"{wanted_by} needs {_plain(req)}: neither the image nor the bundle has it; pin it")
     for name in sorted(pins.keys() - reached):
         verdict.problems.append(f"{name} is pinned but nothing needs it: unpin it")
     waived = sorted(f"{p.name}: {', '.join(sorted(p.waived))}" for p in pins.values() if p.waived)
@@ -260,8 +275,6 @@ def report(folder: Path, python: str) -> int:
     verdict = verify(folder, python)
     for note in verdict.notes:
         print(f"note: {note}")
-    for problem in verdict.problems:
-        print(f"problem: {problem}", file=sys.stderr)
     size = folder_bytes(folder)
     count = len(list(folder.glob("*.whl")))
     print(f"{folder}: {count} wheels for CPython {python}, {mib(size):.1f} MiB")
@@ -274,6 +287,9 @@ def report(folder: Path, python: str) -> int:
         )
         if total >= BUNDLE_GOAL_MIB:
             verdict.problems.append(f"{total:.1f} MiB with the tree: over the {BUNDLE_GOAL_MIB} MiB goal")
+    sys.stdout.flush()
+    for problem in verdict.problems:
+        print(f"problem: {problem}", file=sys.stderr)
     return 0 if verdict.ok else 1
 
 

@@ -39,9 +39,7 @@ class GlinerAdapter(SpanExtractor):
 
         # the profile's dtype (float16 on CUDA): gliner casts each tensor as it reads it, else it keeps float32
         dtype = DTYPES[self.profile.dtype] if self.profile.dtype != "float32" else None
-        self.model = GLiNER.from_pretrained(
-            str(weights), map_location=self.device, local_files_only=True, dtype=dtype
-        )
+        self.model = GLiNER.from_pretrained(str(weights), map_location=self.device, local_files_only=True, dtype=dtype)
         self.model.eval()
         self.window_words = min(self.config.max_sequence_length, int(getattr(self.model.config, "max_len", 384)))
 
