@@ -18,7 +18,7 @@ from sie_server.api.middleware import ApiKeys, QueueOnly, RequestMetrics
 from sie_server.api.quota import with_quota
 from sie_server.catalog.loader import canonical_id, load_served
 from sie_server.cpu_features import detect
-from sie_server.device import device_kind, resolve_device
+from sie_server.device import device_kind, resolve_device, steer_attention
 from sie_server.engine.frontdoor import EngineFrontDoor
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.policy import PriorityPolicy
@@ -63,6 +63,8 @@ def build_state(settings: Settings) -> EngineFrontDoor:
     generation = GenerationService(pool, settings.load_timeout_s)
     pool.is_busy = lambda model_id: scheduler.busy(model_id) or generation.busy(model_id)
     log.info("device %s, memory budget %.1f MiB", device, budget / 2**20)
+    if steer_attention(device):
+        log.info("cuda: attention runs on flash or memory-efficient kernels, not cuDNN's (rebuilt per shape)")
     if device_kind(device) == "cpu":
         cpu = detect()
         found = ", ".join(cpu.flags) or "none of the precision-relevant flags"
