@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import WORDS as CORPUS_WORDS
-from tests.helpers.tiny_models import CHAT_TEMPLATE, vocabulary
+from tests.helpers.tiny_models import CHAT_TEMPLATE, vocabulary, wordpiece
 
 #: words of the check's own requests (benchmarks/_gpu_serving.py, _gpu_speed.py) beyond the corpus's
 EXTRA_WORDS = "ada lovelace wrote london friday who bananas yellow write short note number person place".split()
@@ -73,33 +73,13 @@ SPECS = (
 
 
 def tokenizer(size: int) -> Any:
-    """A BERT-style WordPiece tokenizer of exactly ``size`` entries (the tests' vocabulary, then w0, w1, ...)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
+    """A BERT-style WordPiece tokenizer of exactly ``size`` entries (the tests' vocabulary, the corpus's words,
+    then w0, w1, ...)."""
     # the benchmark corpus's words are whole tokens, as common English words are in a real BERT vocabulary (else
     # each is cut into letters, and tokenizing, not the model, sets the pace)
     words = list(dict.fromkeys([*vocabulary(), *(w.lower() for w in CORPUS_WORDS), *EXTRA_WORDS]))[:size]
     words += [f"w{i}" for i in range(size - len(words))]
-    vocab = {token: index for index, token in enumerate(words)}
-    inner = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    inner.normalizer = normalizers.BertNormalizer(lowercase=True)
-    inner.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    inner.decoder = decoders.WordPiece()
-    inner.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=inner,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-    )
+    return wordpiece(words, decoder=True)
 
 
 def _bert(size: Size, positions: int = 512) -> Any:

@@ -246,8 +246,8 @@ def _x(value: float | None) -> str:
 
 def commit() -> str:
     try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
+        return subprocess.run(  # "-dirty": the tree had changes beyond that commit (a copied working tree)
+            ["git", "describe", "--always", "--dirty"],
             capture_output=True,
             text=True,
             cwd=Path(__file__).resolve().parents[1],

@@ -22,11 +22,20 @@ def vocabulary() -> list[str]:
 
 def _tokenizer(folder: Path):  # type: ignore[no-untyped-def]
     """A BERT-style WordPiece tokenizer over a small vocabulary, built with `tokenizers`."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    folder.mkdir(parents=True, exist_ok=True)
+    return wordpiece(vocabulary())
+
+
+def wordpiece(words: list[str], *, decoder: bool = False):  # type: ignore[no-untyped-def]
+    """A BERT-style WordPiece tokenizer over ``words`` (the first five: [PAD] [UNK] [CLS] [SEP] [MASK]);
+    ``decoder``: decoded text joins word pieces (else decoding keeps them apart)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: index for index, token in enumerate(vocabulary())}
+    vocab = {token: index for index, token in enumerate(words)}
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    if decoder:
+        tokenizer.decoder = decoders.WordPiece()
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -34,7 +43,6 @@ def _tokenizer(folder: Path):  # type: ignore[no-untyped-def]
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
     )
-    folder.mkdir(parents=True, exist_ok=True)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token="[UNK]",

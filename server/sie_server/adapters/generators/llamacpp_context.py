@@ -19,6 +19,10 @@ def open_context(path: Path, profile: Profile, threads: int) -> tuple[Any, Any]:
 
     params = llama.llama_model_default_params()
     params.n_gpu_layers = 0
+    # weights stay in the plain CPU buffer, where this project's patched kernels run them (patches/llama.cpp):
+    # with extra buffer types, a CPU with AMX repacks Q4_1 for ggml's AMX kernel, which crashed in
+    # ggml_backend_amx_mul_mat on an AMX Xeon here (every decode of SmolLM2's Q4_1, 2026-12-04)
+    params.use_extra_bufts = False
     model = llama.llama_model_load_from_file(str(path).encode(), params)
     if not model:
         raise ModelLoadFailed(f"llama.cpp could not load the GGUF file {path} (truncated or unsupported)")
