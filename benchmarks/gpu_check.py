@@ -117,7 +117,7 @@ def run(out: Path, cpu: bool) -> Report:
 
     def build() -> tuple[bool, str]:
         built.update(build_all(work / "models", small=cpu, device=device))
-        sizes = {m.split("/")[-1]: _params(folder) for m, folder in built.items()}
+        sizes = {m.split("/")[-1]: _params(folder, cpu) for m, folder in built.items()}
         return True, ", ".join(f"{name} {count / 1e6:.1f}M" for name, count in sizes.items())
 
     timed(report, "build the models (random weights)", build, limit)
@@ -183,10 +183,14 @@ def _outcome(outcome: Any) -> tuple[bool, str, dict[str, Any]]:
     return outcome.ok, outcome.detail, {"figure": outcome.figure}
 
 
-def _params(folder: Path) -> int:
+def _params(folder: Path, small: bool) -> int:
+    """Parameters saved in ``folder``: from safetensors headers, else a pickled file's bytes over the precision it
+    was saved in (float16 at full size, float32 in the dry run)."""
     from sie_server.memory.estimate import weights_bytes
 
-    return weights_bytes(folder, "float32") // 4
+    if any(folder.glob("*.safetensors")):
+        return weights_bytes(folder, "float32") // 4
+    return sum(p.stat().st_size for p in folder.glob("*.bin")) // (4 if small else 2)
 
 
 def _sie_encode(url: str, texts: list[str], plan: speed.Plan, rates: dict[str, float]) -> tuple[bool, str]:

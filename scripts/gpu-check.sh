@@ -16,6 +16,12 @@
 #   SIE_GPU_LIMIT_S the check's own time limit in seconds (default 330: it ends inside the device's 6 minutes)
 #
 # Without --cpu, on a machine with no NVIDIA GPU it says so in one line and exits 2, before installing anything.
+#
+# On the lent GPU machine (the device tool's `run`; README "GPU check"), after `make gpu-bundle` here:
+#   command:   set -o pipefail; scripts/gpu-check.sh "$OUT" 2>&1 | tee $OUT/console.log
+#   carry:     [".gpu-bundle"]
+#   timeout_s: 420
+# then read gpu-check.md (the table for benchmarks/RESULTS.md), gpu-check.json, server.log and console.log back.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

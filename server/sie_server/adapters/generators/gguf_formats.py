@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from sie_server.adapters.generators.llamacpp_context import model_params
 from sie_server.adapters.runtime.gguf import cache_root, cached_build, source_key
 from sie_server.adapters.runtime.precision import PROBE_TEXTS, PrecisionReport, Trial
 from sie_server.cpu_features import detect
@@ -82,9 +83,7 @@ class LlamaProbe:
     def __init__(self, path: Path, threads: int):
         import llama_cpp as llama
 
-        params = llama.llama_model_default_params()
-        params.n_gpu_layers = 0
-        self.model = llama.llama_model_load_from_file(str(path).encode(), params)
+        self.model = llama.llama_model_load_from_file(str(path).encode(), model_params())
         if not self.model:
             raise ModelLoadFailed(f"llama.cpp could not load {path}")
         ctx_params = llama.llama_context_default_params()

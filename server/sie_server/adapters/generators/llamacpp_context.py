@@ -13,17 +13,24 @@ from sie_server.errors import ModelLoadFailed
 MAX_SEQUENCES = 64  # sequences one context decodes together
 
 
-def open_context(path: Path, profile: Profile, threads: int) -> tuple[Any, Any]:
-    """The GGUF file at ``path`` loaded on the CPU, and its context; ModelLoadFailed naming the file if either fails."""
+def model_params() -> Any:
+    """llama.cpp's model parameters for every GGUF this server loads: on the CPU, weights in the plain CPU buffer,
+    where this project's patched kernels run them (patches/llama.cpp). With extra buffer types a CPU with AMX
+    repacks Q4_1 for ggml's AMX kernel, which crashed in ggml_backend_amx_mul_mat on an AMX Xeon here (every
+    decode of SmolLM2's Q4_1, 2026-12-04)."""
     import llama_cpp as llama
 
     params = llama.llama_model_default_params()
     params.n_gpu_layers = 0
-    # weights stay in the plain CPU buffer, where this project's patched kernels run them (patches/llama.cpp):
-    # with extra buffer types, a CPU with AMX repacks Q4_1 for ggml's AMX kernel, which crashed in
-    # ggml_backend_amx_mul_mat on an AMX Xeon here (every decode of SmolLM2's Q4_1, 2026-12-04)
     params.use_extra_bufts = False
-    model = llama.llama_model_load_from_file(str(path).encode(), params)
+    return params
+
+
+def open_context(path: Path, profile: Profile, threads: int) -> tuple[Any, Any]:
+    """The GGUF file at ``path`` loaded on the CPU, and its context; ModelLoadFailed naming the file if either fails."""
+    import llama_cpp as llama
+
+    model = llama.llama_model_load_from_file(str(path).encode(), model_params())
     if not model:
         raise ModelLoadFailed(f"llama.cpp could not load the GGUF file {path} (truncated or unsupported)")
     ctx_params = llama.llama_context_default_params()
