@@ -18,10 +18,11 @@
 # Without --cpu, on a machine with no NVIDIA GPU it says so in one line and exits 2, before installing anything.
 #
 # On the lent GPU machine (the device tool's `run`; README "GPU check"), after `make gpu-bundle` here:
-#   command:   set -o pipefail; scripts/gpu-check.sh "$OUT" 2>&1 | tee $OUT/console.log
+#   command:   set -o pipefail; scripts/gpu-check.sh "$OUT" 2>&1 | tee $OUT/console.log; s=$?; python3 -m benchmarks.gpu_launch 2>&1 | tee $OUT/launch.md; exit $s
 #   carry:     [".gpu-bundle"]
 #   timeout_s: 420
-# then read gpu-check.md (the table for benchmarks/RESULTS.md), gpu-check.json, server.log and console.log back.
+# then read gpu-check.md (the table for benchmarks/RESULTS.md), gpu-check.json, server.log, console.log and
+# launch.md (benchmarks.gpu_launch: the host's costs, and the decode step with cuDNN attention on and off) back.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
