@@ -72,3 +72,42 @@ def test_raw_pcm_needs_its_rate_and_is_resampled() -> None:
         screen(ints, "pcm", None, "items[0]", 60)
     samples = read_audio(ints, "pcm", 48_000, "items[0]", RATE, 60)
     assert abs(samples.size - RATE) < 100
+
+
+@pytest.mark.parametrize(
+    ("container", "codec"),
+    [("aiff", "pcm_s16be"), ("au", "pcm_s16be"), ("caf", "pcm_s16le"), ("w64", "pcm_s16le"), ("wv", "wavpack")],
+)
+def test_any_container_ffmpeg_decodes_is_taken_and_named(container: str, codec: str) -> None:
+    """AIFF was a 400 while PyAV decodes it: what the decoder opens is taken, named by what FFmpeg calls it."""
+    audio = tone(2.0, rate=44_100)
+    data = encoded(audio, 44_100, container, codec)
+    assert screen(data, None, None, "items[0]", 60).format == container
+    samples = read_audio(data, None, None, "items[0]", RATE, 60)
+    same = read_audio(wav(audio, 44_100), None, None, "items[0]", RATE, 60)
+    # the same audio as its WAV: as long, as loud, the same tone
+    assert abs(samples.size - same.size) <= RATE // 100
+    assert np.sqrt(np.mean(samples**2)) == pytest.approx(np.sqrt(np.mean(same**2)), rel=0.02)
+    assert abs(np.argmax(np.abs(np.fft.rfft(samples))) * RATE / samples.size - 440) < 5
+
+
+def test_an_aiff_header_over_the_limit_is_refused_from_its_comm_chunk() -> None:
+    data = encoded(np.zeros(RATE * 90, dtype=np.float32), RATE, "aiff", "pcm_s16be")
+    screened = screen(data, None, None, "items[0]", 120)
+    assert screened.format == "aiff" and screened.seconds == pytest.approx(90.0)
+    with pytest.raises(InvalidInput, match=r"is 90.0 s of audio; the limit is 60 s"):
+        screen(data, None, None, "items[0]", 60)
+
+
+def test_a_container_without_audio_is_refused_naming_it() -> None:
+    import io
+
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(png, "PNG")
+    with pytest.raises(InvalidInput) as caught:
+        screen(png.getvalue(), None, None, "items[0]", 60)
+    assert caught.value.message == (
+        "items[0].audio is not audio: FFmpeg reads it as 'png_pipe', which holds no audio stream"
+    )

@@ -102,8 +102,9 @@ MAX_SAMPLE_RATE = 384_000  # the highest rate audio interfaces record at; a rate
 
 
 class AudioIn(Wire):
-    """Audio: ``format`` (wav, flac, mp3, ogg, webm, m4a; ``pcm`` for raw 16-bit little-endian mono) is a
-    hint, the bytes are sniffed; ``sample_rate`` (Hz) is what raw ``pcm`` was recorded at."""
+    """Audio: ``format`` (wav, flac, mp3, ogg, webm, m4a, aiff, or any container FFmpeg decodes; ``pcm`` for raw
+    16-bit little-endian mono) is a hint, the bytes are sniffed; ``sample_rate`` (Hz) is what raw ``pcm`` was
+    recorded at."""
 
     data: bytes
     format: str | None = None

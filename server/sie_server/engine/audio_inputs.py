@@ -1,11 +1,12 @@
 """Audio in: screened from its first bytes, then decoded to mono float32 at the model's rate.
 
-Screening needs no decoder and refuses before any work: bytes that are no audio format (WAV, FLAC,
-MP3, Ogg, WebM, MP4/M4A, sniffed from their magic bytes; ``pcm`` is raw 16-bit little-endian mono and
-needs ``sample_rate``), a WAV whose header declares more sample bytes than the item holds (a 4 GB
-declaration in a 1 KB body) or a rate outside 1..384,000 Hz, and a WAV or FLAC whose header declares
-more than ``--max-audio-seconds``. Decoding (PyAV, FFmpeg's decoders) resamples as it goes and stops
-as soon as the decoded audio passes the limit, so one item never holds more than
+Screening refuses before any decoding: bytes that are no audio (the common containers are sniffed from their
+magic bytes: WAV, FLAC, MP3, Ogg, WebM, MP4/M4A, AIFF; anything else is what FFmpeg's own probe, through PyAV,
+finds an audio stream in: AU, CAF, W64, WavPack, AMR, ... and a container with no audio stream is refused naming
+it; ``pcm`` is raw 16-bit little-endian mono and needs ``sample_rate``), a WAV whose header declares more sample
+bytes than the item holds (a 4 GB declaration in a 1 KB body) or a rate outside 1..384,000 Hz, and a WAV, FLAC or
+AIFF whose header declares more than ``--max-audio-seconds``. Decoding (PyAV, FFmpeg's decoders) resamples as it
+goes and stops as soon as the decoded audio passes the limit, so one item never holds more than
 ``max_audio_seconds x rate`` samples, whatever its header claimed.
 """
 
@@ -21,7 +22,8 @@ import numpy as np
 from sie_server.contract.requests import MAX_SAMPLE_RATE
 from sie_server.errors import InvalidInput
 
-FORMATS = ("wav", "flac", "mp3", "ogg", "webm", "mp4", "pcm")
+#: the containers sniffed from their first bytes (others: FFmpeg's probe, ``probe``)
+FORMATS = ("wav", "flac", "mp3", "ogg", "webm", "mp4", "aiff", "pcm")
 LIMIT_FLAG = "--max-audio-seconds"
 
 
@@ -50,7 +52,24 @@ def sniff(data: bytes) -> str | None:
         return "webm"
     if head[4:8] == b"ftyp":
         return "mp4"
+    if head[:4] == b"FORM" and head[8:12] in (b"AIFF", b"AIFC"):
+        return "aiff"
     return None
+
+
+def probe(data: bytes, where: str) -> str | None:
+    """The container FFmpeg's probe (through PyAV) finds in ``data``, when it holds an audio stream; None when
+    FFmpeg reads no container there; InvalidInput naming the container when it holds no audio."""
+    import av
+
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            name = str(container.format.name).split(",")[0]
+            if not container.streams.audio:
+                raise InvalidInput(f"{where} is not audio: FFmpeg reads it as '{name}', which holds no audio stream")
+            return name
+    except (av.error.FFmpegError, ValueError, EOFError):
+        return None
 
 
 def _seconds(seconds: float, where: str, max_seconds: float) -> float:
@@ -105,18 +124,41 @@ def _flac_seconds(data: bytes, where: str, max_seconds: float) -> float | None:
     return _seconds(total / rate, where, max_seconds) if total else None
 
 
+def _aiff_seconds(data: bytes, where: str, max_seconds: float) -> float:
+    """AIFF's COMM chunk: sample frames (32 bits) over the rate (an 80-bit extended float)."""
+    offset = 12
+    while offset + 8 <= len(data):
+        chunk, size = data[offset : offset + 4], struct.unpack_from(">I", data, offset + 4)[0]
+        body = offset + 8
+        if chunk == b"COMM":
+            if size < 18 or body + 18 > len(data):
+                raise InvalidInput(f"{where} is an AIFF whose COMM chunk is cut short")
+            channels, frames = struct.unpack_from(">hI", data, body)
+            exponent, mantissa = struct.unpack_from(">HQ", data, body + 8)
+            rate = mantissa * 2.0 ** ((exponent & 0x7FFF) - 16383 - 63) if exponent & 0x7FFF else 0.0
+            _rate(round(rate), where)
+            if channels <= 0:
+                raise InvalidInput(f"{where} is an AIFF declaring {channels} channels")
+            return _seconds(frames / rate, where, max_seconds)
+        offset = body + size + (size & 1)  # chunks are padded to an even size
+    raise InvalidInput(f"{where} is an AIFF with no COMM chunk")
+
+
 def screen(data: bytes, hint: str | None, sample_rate: int | None, where: str, max_seconds: float) -> Screened:
     """The item's audio, or InvalidInput naming what is wrong (before any decoding)."""
     where = f"{where}.audio"
     if not data:
         raise InvalidInput(f"{where} is empty")
     found = sniff(data)
-    if found is None:
-        if (hint or "").lower() != "pcm":
+    if found is None and (hint or "").lower() != "pcm":
+        found = probe(data, where)
+        if found is None:
             raise InvalidInput(
-                f"{where} is not audio: its bytes start as no WAV, FLAC, MP3, Ogg, WebM or MP4 does "
-                "(send raw samples as format 'pcm' with sample_rate)"
+                f"{where} is not audio: no decoder here reads it (its bytes start as no WAV, FLAC, MP3, Ogg, WebM, "
+                "MP4 or AIFF does, and FFmpeg finds no container in them); send raw samples as format 'pcm' with "
+                "sample_rate"
             )
+    if found is None:
         if sample_rate is None:
             raise InvalidInput(f"{where} is raw pcm: give its sample_rate")
         seconds = _seconds(len(data) / 2 / _rate(sample_rate, where), where, max_seconds)
@@ -125,6 +167,8 @@ def screen(data: bytes, hint: str | None, sample_rate: int | None, where: str, m
         return Screened(data, found, _wav_seconds(data, where, max_seconds))
     if found == "flac":
         return Screened(data, found, _flac_seconds(data, where, max_seconds))
+    if found == "aiff":
+        return Screened(data, found, _aiff_seconds(data, where, max_seconds))
     return Screened(data, found)
 
 

@@ -11,12 +11,14 @@ import io
 import warnings
 from typing import Any
 
+from sie_server.adapters.runtime.images import flatten
 from sie_server.adapters.runtime.media import Picture
 from sie_server.errors import InvalidInput, PayloadTooLarge
 
 
 def open_picture(data: bytes, where: str, max_pixels: int, page: int | None = None) -> Picture:
-    """The image in ``data`` decoded to RGB; InvalidInput naming ``where`` when it is no image or too large."""
+    """The image in ``data`` decoded to RGB (transparency composited: ``flatten``); InvalidInput naming ``where``
+    when it is no image or too large."""
     from PIL import Image, UnidentifiedImageError
 
     if not data:
@@ -32,7 +34,7 @@ def open_picture(data: bytes, where: str, max_pixels: int, page: int | None = No
             )
         with image:
             image.draft("RGB", image.size)  # JPEG: decode at the declared size, no upscaled buffers
-            rgb = image.convert("RGB")
+            rgb = flatten(image)
     except Image.DecompressionBombError:  # Pillow's own bound, checked as it reads the header
         pillow = 2 * (Image.MAX_IMAGE_PIXELS or 0)
         raise PayloadTooLarge(

@@ -5,7 +5,6 @@ image's aspect ratio, up to the processor's max_num_patches, and pass the patch 
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,9 @@ import torch
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.encoder import ImageEncoder
+from sie_server.adapters.runtime.images import open_rgb
 from sie_server.adapters.runtime.options import EncodeOptions, EncodeOutput
 from sie_server.adapters.runtime.transformers_base import TransformersAdapter
-from sie_server.errors import InvalidInput
 
 #: what the image processor gives that the image tower takes (the last two: SigLIP2 NaFlex)
 IMAGE_INPUTS = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
@@ -46,17 +45,9 @@ class ClipAdapter(TransformersAdapter, ImageEncoder):
 
     def image_tokens(self, images: list[bytes]) -> list[Tokens]:
         """Decode and preprocess images (off the event loop); bad bytes are the caller's error."""
-        from PIL import Image, UnidentifiedImageError
-
         out = []
         for index, data in enumerate(images):
-            try:
-                with Image.open(io.BytesIO(data)) as image:
-                    picture = image.convert("RGB")
-            except (UnidentifiedImageError, OSError, ValueError) as exc:
-                raise InvalidInput(
-                    f"image {index} is not a readable image ({type(exc).__name__}); send PNG or JPEG bytes"
-                ) from None
+            picture = open_rgb(data, index)
             # pixel_values; SigLIP2 NaFlex adds its patch mask and grid shape (fixed sizes: patches are padded)
             features = self.processor(images=picture, return_tensors="np")
             inputs = {name: np.asarray(value[0]) for name, value in features.items() if name in IMAGE_INPUTS}

@@ -19,6 +19,9 @@ The recogniser reads one line crop per call (``Rec.rec_batch_num: 1``): RapidOCR
 pads each group of crops to its widest, and on these CPUs that made pages 1.2-1.8x slower with the
 same text read.
 
+The detector's picture size and the page's orientation are settled in ``rapidocr_page.py``: small pictures are
+enlarged as RapidOCR does, large ones bounded, and a page turned upside down or a quarter turn is read upright.
+
 Options (``params.options``): ``text_score`` (lowest recognition score kept; default the request's
 ``threshold``, then the config's), ``box_thresh`` (lowest detection score of a text box).
 """
@@ -35,10 +38,10 @@ import numpy as np
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, line_entity, polygon_box, reading_order
 from sie_server.adapters.runtime.options import MediaOptions
+from sie_server.adapters.vision.rapidocr_page import Recorder, fit_detector, page_turns, unturn_box
 from sie_server.errors import InvalidInput
 
 OPTIONS = frozenset({"text_score", "box_thresh"})
-DETECTION_SIDE = 960
 
 
 def ort_threads() -> int:
@@ -54,8 +57,8 @@ class RapidOcrAdapter(MediaExtractor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.engine: Any = None
-        self.lanes: list[Any] = []
+        self.engine: Reader | None = None
+        self.lanes: list[Reader] = []
         self._pool: ThreadPoolExecutor | None = None
         self._bytes = 0
 
@@ -92,8 +95,9 @@ class RapidOcrAdapter(MediaExtractor):
             text_score = self.config.tasks.extract.threshold if self.config.tasks.extract else 0.5
         box_thresh = settings.get("box_thresh")
         pictures = [t.data for t in batch]
+        assert self.engine is not None, "run before load"
         if len(pictures) == 1 or self._pool is None:
-            return [_read(self.engine, p, float(text_score), box_thresh) for p in pictures]
+            return [self.engine.read(p, float(text_score), box_thresh) for p in pictures]
         return self._side_by_side(pictures, float(text_score), box_thresh)
 
     def _side_by_side(self, pictures: list[Picture], text_score: float, box_thresh: float | None) -> list[Found]:
@@ -103,21 +107,21 @@ class RapidOcrAdapter(MediaExtractor):
         taken = iter(range(len(pictures)))
         lock = threading.Lock()
 
-        def lane_loop(engine: Any) -> None:
+        def lane_loop(reader: Reader) -> None:
             while True:
                 with lock:
                     k = next(taken, None)
                 if k is None:
                     return
-                found[k] = _read(engine, pictures[k], text_score, box_thresh)
+                found[k] = reader.read(pictures[k], text_score, box_thresh)
 
         lanes = self.lanes[: len(pictures)]
-        for done in [self._pool.submit(lane_loop, engine) for engine in lanes]:
+        for done in [self._pool.submit(lane_loop, reader) for reader in lanes]:
             done.result()  # a lane's failure fails the batch, as one forward pass would
         return [f for f in found if f is not None]
 
 
-def _engine(weights: Path, threads: int) -> Any:
+def _engine(weights: Path, threads: int) -> Reader:
     """A RapidOCR engine on the package's weights with ``threads`` intra-op threads, sessions loaded."""
     from rapidocr import RapidOCR
 
@@ -125,11 +129,6 @@ def _engine(weights: Path, threads: int) -> Any:
         params={
             "Global.log_level": "warning",
             "Global.model_root_dir": str(weights),
-            # the detector sees the picture with its longer side at most 960 px (PaddleOCR's own
-            # default for documents). RapidOCR's default (shorter side at least 736) found no text at
-            # all on a Letter page rendered at 150 or 200 dpi with one 12 pt line; this finds it.
-            "Det.limit_type": "max",
-            "Det.limit_side_len": DETECTION_SIDE,
             "Rec.rec_batch_num": 1,
             "EngineConfig.onnxruntime.intra_op_num_threads": threads,
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
@@ -141,22 +140,38 @@ def _engine(weights: Path, threads: int) -> Any:
     engine._load_rec_model()
     for stage in (engine.text_det, engine.text_cls, engine.text_rec):
         _no_spinning(stage)
-    return engine
+    fit_detector(engine.text_det)
+    return Reader(engine)
 
 
-def _read(engine: Any, picture: Picture, text_score: float, box_thresh: float | None) -> Found:
-    width, height = picture.size
-    bgr = np.ascontiguousarray(np.asarray(picture.image)[:, :, ::-1])
-    out = engine(bgr, text_score=text_score, box_thresh=box_thresh)
-    if out.boxes is None or out.txts is None or out.scores is None:
-        return Found(data={"text": ""})
-    lines = [
-        line_entity(text, float(score), polygon_box(box, width, height), picture.page)
-        for box, text, score in zip(out.boxes, out.txts, out.scores, strict=True)
-        if text.strip()
-    ]
-    lines = reading_order(lines)
-    return Found(entities=lines, data={"text": "\n".join(e["text"] for e in lines)})
+class Reader:
+    """One RapidOCR engine, reading a picture the way up its text says it is."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+        self.recorder = Recorder(engine)
+
+    def read(self, picture: Picture, text_score: float, box_thresh: float | None) -> Found:
+        width, height = picture.size
+        bgr = np.ascontiguousarray(np.asarray(picture.image)[:, :, ::-1])
+        self.recorder.reset()
+        out = self.engine(bgr, text_score=text_score, box_thresh=box_thresh)
+        turns = page_turns(*self.recorder.votes())
+        if turns:  # read again upright: every line the right way up, and in the page's own order
+            out = self.engine(np.ascontiguousarray(np.rot90(bgr, turns)), text_score=text_score, box_thresh=box_thresh)
+        if out.boxes is None or out.txts is None or out.scores is None:
+            return Found(data={"text": ""})
+        seen_w, seen_h = (height, width) if turns % 2 else (width, height)
+        lines = [
+            line_entity(text, float(score), polygon_box(box, seen_w, seen_h), picture.page)
+            for box, text, score in zip(out.boxes, out.txts, out.scores, strict=True)
+            if text.strip()
+        ]
+        lines = reading_order(lines)  # in the upright page's own frame
+        for line in lines:
+            if turns and line["bbox"] is not None:
+                line["bbox"] = unturn_box(line["bbox"], turns, width, height)
+        return Found(entities=lines, data={"text": "\n".join(e["text"] for e in lines)})
 
 
 def _no_spinning(stage: Any) -> None:
