@@ -13,7 +13,9 @@ is used only when the sniff agrees or cannot tell: Markdown and HTML are both te
 - HTML that declares entities in a DOCTYPE is refused (Markdown is not checked: docling reads the
   raw HTML in it with ``html.parser``, which expands no declared entity, and a Markdown page about
   XML may well show a DTD); HTML goes on as it was sent (its parser reads its ``<meta charset>``),
-  Markdown that is not UTF-8 is decoded with replacement characters and passed on as UTF-8.
+  Markdown is decoded by its byte-order mark (UTF-8, UTF-16 or UTF-32, as docling reads them), else as
+  UTF-8 with undecodable bytes replaced, and passed on as UTF-8. The replacement is the server's own
+  choice: docling 2.143 decodes unmarked Markdown that is not UTF-8 as cp1252 and refuses damaged UTF-8.
 
 ``render_pages`` renders PDF pages as RGB pictures, refusing a page whose pixels would exceed the
 limit before rendering it. PDFium is not thread-safe: every call into it here holds ``PDFIUM_LOCK``.
@@ -21,6 +23,7 @@ limit before rendering it. PDFium is not thread-safe: every call into it here ho
 
 from __future__ import annotations
 
+import codecs
 import io
 import math
 import re
@@ -66,6 +69,15 @@ ALIASES: dict[str, DocumentFormat] = {
     "text/plain": "md",
 }
 TEXT_FORMATS = frozenset({"html", "md"})
+#: byte-order marks and their encodings, in the order docling's text decoding tries them (UTF-32 LE's mark
+#: starts with UTF-16 LE's)
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def normalize_hint(hint: str | None, index_name: str) -> DocumentFormat | None:
@@ -127,9 +139,10 @@ def sniff(data: bytes) -> str | None:
 
 def decode_text(data: bytes) -> str:
     """Text by its byte-order mark (UTF-8 without one), undecodable bytes replaced."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
-    return data.decode("utf-8-sig", errors="replace")
+    for mark, encoding in BOMS:
+        if data.startswith(mark):
+            return data.decode(encoding, errors="replace")
+    return data.decode("utf-8", errors="replace")
 
 
 def looks_like_text(text: str) -> bool:

@@ -14,9 +14,14 @@ Coordinates: a PDF's page sizes and boxes are in PDF points with the origin at t
 corner; a point is a pixel of the page rendered at 72 dpi (multiply by ``dpi / 72`` for a rendering
 at another resolution). PPTX slides are measured the same way (EMU / 12700 = points). DOCX, HTML and
 Markdown have no layout: their blocks have no page and no box. XLSX blocks carry the sheet number as
-their page and no box. Labels: ``heading`` (titles and section headers), ``paragraph``, ``list_item``,
-``table_cell`` (one per cell), docling's own label for the rest (``caption``, ``code``, ``formula``,
-...), and ``line`` for a PDF text line.
+their page and no box; an XLSX's markdown has each visible sheet's name as a ``## <sheet>`` heading
+above its tables (docling's Excel serializer); hidden sheets are left out, as docling leaves them.
+Labels: ``heading`` (titles and section headers), ``paragraph``, ``list_item``, ``table_cell`` (one per
+cell), docling's own label for the rest (``caption``, ``code``, ``formula``, ...), and ``line`` for a
+PDF text line.
+
+For DOCX, PPTX, XLSX, HTML and Markdown the markdown and text are what docling itself gives for the same
+bytes, except for the options ``build_converter`` lists (tests/server/test_docling_parity.py).
 """
 
 from __future__ import annotations
@@ -109,6 +114,18 @@ def build_converter(pdf: Any = None) -> Any:
         WordFormatOption,
     )
 
+    # Options chosen here, against ``DocumentConverter()``'s defaults for DOCX, PPTX, XLSX, HTML and Markdown
+    # (tests/server/test_docling_parity.py holds the server to docling with exactly these):
+    # - no remote services, no external plugins, no fetching of linked or local resources: docling's
+    #   defaults too, spelled out so that a docling release changing them changes nothing here;
+    # - ``document_timeout``: a document still parsing after DOCUMENT_TIMEOUT_S is refused (docling's
+    #   default is no limit); it never changes what a document that finishes gives;
+    # - HTML ``infer_furniture=False``: the one option that changes docling's output, see below;
+    # - XLSX markdown from docling's Excel serializer (``answer``), not the generic export;
+    # - Markdown reaches docling as UTF-8 decoded by the service's screening (engine/document_inputs.py):
+    #   the same text docling reads from a byte-order mark or UTF-8, but unmarked bytes that are not UTF-8
+    #   have what UTF-8 cannot decode replaced, where docling would decode them as cp1252 (or refuse
+    #   damaged UTF-8).
     offline: dict[str, Any] = {"enable_remote_services": False, "allow_external_plugins": False}
     simple = ConvertPipelineOptions(**offline, document_timeout=DOCUMENT_TIMEOUT_S)
     native = NativePdfPipelineOptions(
@@ -120,7 +137,9 @@ def build_converter(pdf: Any = None) -> Any:
     )
     formats = (InputFormat.PDF, InputFormat.DOCX, InputFormat.PPTX, InputFormat.XLSX, InputFormat.HTML, InputFormat.MD)
     no_fetch: dict[str, Any] = {"enable_remote_fetch": False, "enable_local_fetch": False, "fetch_images": False}
-    # the text before an HTML page's first heading is its content, not furniture (docling's default drops it)
+    # on purpose unlike docling's default: the text (and pictures) before an HTML page's first heading are
+    # its content, not furniture; docling's default moves them to the furniture layer, out of the markdown,
+    # the text and the blocks, and a page without headings (a fragment, an e-mail body) would be empty
     html = no_fetch | {"infer_furniture": False}
     return DocumentConverter(
         allowed_formats=list(formats),
@@ -151,8 +170,24 @@ def answer(doc: Any, document: Document, pdf_lines: bool = True) -> ParsedDocume
     entities = list(blocks(doc, document.format, sizes, scale, pdf_lines))
     scanned = scanned_pages(doc, document.pages or len(pages), entities) if document.format == "pdf" else []
     return ParsedDocument(
-        markdown=doc.export_to_markdown(), text=doc.export_to_text(), pages=pages, entities=entities, scanned=scanned
+        markdown=markdown(doc, document.format),
+        text=doc.export_to_text(),
+        pages=pages,
+        entities=entities,
+        scanned=scanned,
     )
+
+
+def markdown(doc: Any, fmt: str) -> str:
+    """Docling's markdown export with its default parameters; for a workbook, through docling's Excel
+    serializer, which puts each visible sheet's name as a ``## <sheet>`` heading above its tables (as
+    docling's own expected outputs do: the generic export drops the names, so a reader cannot tell which
+    sheet a table came from). The text export has no such serializer in docling and stays docling's own."""
+    if fmt != "xlsx":
+        return str(doc.export_to_markdown())
+    from docling_core.transforms.serializer.markdown_excel import MsExcelMarkdownDocSerializer
+
+    return str(MsExcelMarkdownDocSerializer(doc=doc).serialize().text)
 
 
 def scanned_pages(doc: Any, count: int, entities: list[MediaEntity]) -> list[int]:
