@@ -234,7 +234,8 @@ def blocks(doc: Any, fmt: str, sizes: Sizes, scale: float, pdf_lines: bool = Tru
                 first = next(t for t in _descendants(doc, node) if isinstance(t, TextItem) and t.text.strip())
                 yield _entity(" ".join(parts), "paragraph", first, fmt, sizes, scale)
             continue
-        if isinstance(node, PictureItem):  # what is inside a picture is not in the markdown either
+        # what is inside a picture is not a block (a chart's data table is in the markdown and text, not here)
+        if isinstance(node, PictureItem):
             continue
         if isinstance(node, TableItem):
             for cell in node.data.table_cells:
