@@ -115,6 +115,8 @@ def test_a_second_signal_exits_at_once_with_status_0(server: ServerProcess, seco
     server.proc.send_signal(signal.SIGTERM)
     wait_until(lambda: httpx.get(f"{url}/readyz").status_code == 503, message="/readyz never said draining")
     assert server.proc.poll() is None, "the first signal alone must not end a drain with work running"
+    tei = httpx.get(f"{url}/health")  # TEI's health check says the same, in TEI's error body
+    assert tei.status_code == 503 and tei.json() == {"error": "the server is draining", "error_type": "Unhealthy"}
     signalled = time.monotonic()
     server.proc.send_signal(second)
     assert server.proc.wait(timeout=5) == 0

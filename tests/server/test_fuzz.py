@@ -124,6 +124,7 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "POST /tokenize": ("test/tiny-embedder", "test/tiny-cls"),
     "POST /decode": ("test/tiny-embedder",),
     "GET /info": (),
+    "GET /health": (),
 }
 TEI_PATHS = ("/embed", "/embed_sparse", "/embed_all", "/rerank", "/predict", "/similarity", "/", "/tokenize", "/decode")
 SMALL_ID = 64  # token ids below the tiny models' vocabulary (tests/helpers/tiny_models.py)

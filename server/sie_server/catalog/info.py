@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sie_server.adapters.runtime.weights import describe
 from sie_server.catalog.schema import ModelConfig
-from sie_server.contract.responses import ModelInfo, Precision
+from sie_server.contract.responses import ModelInfo, Precision, owner
 
 AVAILABLE = "available"
 
@@ -19,6 +19,7 @@ def catalog_info(config: ModelConfig) -> ModelInfo:
     dims = encode.dims() if encode is not None else {}
     return ModelInfo(
         id=config.id,
+        owned_by=owner(config.id),
         name=config.id,
         adapter=config.adapter,
         tasks=config.tasks.names(),

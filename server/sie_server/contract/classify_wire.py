@@ -26,6 +26,9 @@ class ModerationResult(KeepNone):
     flagged: bool
     categories: dict[str, bool] = Field(description="each of the model's labels: at or above its flag threshold")
     category_scores: dict[str, float]
+    category_applied_input_types: dict[str, list[Literal["text"]]] = Field(
+        description="the input kinds each label was applied to: text (this route takes text only)"
+    )
 
 
 class ModerationResponse(KeepNone):

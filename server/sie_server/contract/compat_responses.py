@@ -44,10 +44,12 @@ class ToolCallOut(KeepNone):
 class ChatMessageOut(KeepNone):
     role: Literal["assistant"] = "assistant"
     content: str | None  # None when the answer is tool calls
+    refusal: None = None  # OpenAI's spec requires it: this server's models never refuse through it
     tool_calls: list[ToolCallOut] | None = None
 
+    # no return annotation, so the spec still shows the fields (as ``ShownSparse``)
     @model_serializer(mode="wrap")
-    def _no_empty_calls(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _no_empty_calls(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         dumped: dict[str, Any] = handler(self)
         if dumped.get("tool_calls") is None:
             dumped.pop("tool_calls", None)
@@ -77,10 +79,21 @@ class ChatCompletion(KeepNone):
     usage: Usage
 
 
-class ChatDelta(Sparse):
+class ChatDelta(KeepNone):
+    """A streamed chunk's delta: the fields it carries. The first (with ``role``) opens the message with
+    ``refusal: null`` beside it, as OpenAI streams it."""
+
     role: Literal["assistant"] | None = None  # on the first chunk only
     content: str | None = None
+    refusal: None = None
     tool_calls: list[ToolCallDelta] | None = None
+
+    # no return annotation, so the spec still shows the fields (as ``ShownSparse``)
+    @model_serializer(mode="wrap")
+    def _sparse(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        dumped: dict[str, Any] = handler(self)
+        opening = dumped.get("role") is not None
+        return {k: v for k, v in dumped.items() if v is not None or (k == "refusal" and opening)}
 
 
 class ChatChunkChoice(KeepNone):

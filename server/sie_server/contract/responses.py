@@ -315,11 +315,20 @@ class LoadProgress(BaseModel):
     fraction: float | None = None
 
 
+def owner(model_id: str) -> str:
+    """OpenAI's ``owned_by`` for a model id: its organisation (``BAAI`` of ``BAAI/bge-small-en-v1.5``), else sie."""
+    return model_id.split("/", 1)[0] if "/" in model_id else "sie"
+
+
 class ModelInfo(BaseModel):
-    """A model's catalog facts and its live state where it is served."""
+    """A model's catalog facts and its live state where it is served; with OpenAI's Model fields (``object``,
+    ``created``, ``owned_by``) as ``GET /v1/models/{model}`` is the openai clients' ``models.retrieve`` too."""
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
     id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "sie"
     name: str
     adapter: str
     tasks: list[str]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from sie_server.contract.grammar_wire import GrammarIn
 from sie_server.contract.requests import Seed, Temperature, Whole
@@ -134,6 +134,7 @@ class OutputText(KeepNone):
     type: Literal["output_text"] = "output_text"
     text: str
     annotations: list[Any] = Field(default_factory=list)
+    logprobs: list[Any] = Field(default_factory=list)  # OpenAI's spec requires the list; none are computed here
 
 
 class OutputMessage(KeepNone):
@@ -155,6 +156,7 @@ class FunctionCallItem(KeepNone):
 
 class TokenDetails(KeepNone):
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class OutputDetails(KeepNone):
@@ -192,6 +194,15 @@ class ResponseObject(KeepNone):
     text: Any = None
     metadata: dict[str, str] = Field(default_factory=dict)
     usage: ResponsesUsage | None = None
+
+    # no return annotation, so the spec still shows the fields (as ``ShownSparse``)
+    @model_serializer(mode="wrap")
+    def _usage_when_done(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """``usage`` once the response is done, absent before: OpenAI's spec has it an object, never null."""
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("usage") is None:
+            dumped.pop("usage", None)
+        return dumped
 
 
 class ResponseStreamEvent(BaseModel):

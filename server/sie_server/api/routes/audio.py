@@ -25,6 +25,7 @@ from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.contract.envelope import RemoteError
 from sie_server.contract.requests import AudioIn, ExtractParams, ExtractRequest, ItemIn
+from sie_server.contract.responses import ShownSparse
 from sie_server.errors import ERROR_STATUS, InvalidInput, PayloadTooLarge
 
 router = APIRouter(tags=["compatible"])
@@ -55,9 +56,12 @@ class TranscriptionSegment(BaseModel):
     no_speech_prob: float = 0.0
 
 
-class TranscriptionVerbose(BaseModel):
+class TranscriptionVerbose(ShownSparse):
+    """OpenAI's verbose_json: ``words`` only when ``timestamp_granularities[]`` asks for word (its spec has
+    ``words`` an array, never null); ``language`` always a string (empty where the model did not say)."""
+
     task: Literal["transcribe"] = "transcribe"
-    language: str | None
+    language: str
     duration: float
     text: str
     segments: list[TranscriptionSegment]
@@ -139,7 +143,11 @@ FORM = {
                     "type": "object",
                     "required": ["file", "model"],
                     "properties": {
-                        "file": {"type": "string", "format": "binary", "description": "wav, flac, mp3, ogg, webm, m4a"},
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "wav, flac, mp3, ogg, webm, m4a, aiff, or any container FFmpeg decodes",
+                        },
                         "model": {"type": "string"},
                         "language": {"type": "string"},
                         "prompt": {"type": "string"},
@@ -210,7 +218,7 @@ def _render(response_format: str, data: dict[str, Any]) -> Response:
         return Response("WEBVTT\n\n" + "\n".join(cues), media_type="text/vtt")
     words = data.get("words")
     verbose = TranscriptionVerbose(
-        language=data.get("language"),
+        language=data.get("language") or "",
         duration=float(data.get("duration_ms", 0)) / 1000,
         text=text,
         segments=[

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -80,9 +81,11 @@ async def moderations(request: Request) -> Response:
     for item in answer.items:
         scores = _scores(item)
         categories = {label: label not in safe and score >= threshold for label, score in scores.items()}
+        applied: dict[str, list[Literal["text"]]] = {label: ["text"] for label in scores}
         results.append(
-            ModerationResult(flagged=any(categories.values()), categories=categories, category_scores=scores)
-        )
+            ModerationResult(flagged=any(categories.values()), categories=categories, category_scores=scores,
+                             category_applied_input_types=applied)
+        )  # fmt: skip
     return json_response(ModerationResponse(id=f"modr-{uuid.uuid4().hex}", model=answer.model, results=results))
 
 

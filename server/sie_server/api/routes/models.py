@@ -29,7 +29,7 @@ async def list_models(request: Request, task: str | None = TASK, output: str | N
     wanted = ModelFilter.parse(task, output)
     infos, cpu = await service(request).models()
     infos = wanted.apply(infos)
-    data = [OpenAIModel(id=i.id, created=0, owned_by=i.id.split("/", 1)[0] if "/" in i.id else "sie") for i in infos]
+    data = [OpenAIModel(id=i.id, created=i.created, owned_by=i.owned_by) for i in infos]
     return json_response(ModelList(data=data, models=infos, cpu=cpu))
 
 

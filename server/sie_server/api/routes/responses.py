@@ -105,7 +105,7 @@ async def responses(request: Request) -> Response:
         if not plan.active:
             item = {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant", "content": []}
             yield _event("response.output_item.added", next(number), output_index=0, item=item)
-            part = {"type": "output_text", "text": "", "annotations": []}
+            part = OutputText(text="").model_dump()
             yield _event("response.content_part.added", next(number), item_id=item_id, output_index=0,
                          content_index=0, part=part)  # fmt: skip
         finished = False
@@ -122,7 +122,8 @@ async def responses(request: Request) -> Response:
             finished = True
         except SIEError as exc:
             finished = True
-            yield _event("error", next(number), **envelope.error_body(exc, envelope.Shape.OPENAI)["error"])
+            error = envelope.error_body(exc, envelope.Shape.OPENAI)["error"]  # its own type would override "error"
+            yield _event("error", next(number), code=error["code"], message=error["message"], param=error["param"])
             return
         finally:
             if not finished:
