@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,22 @@ from sie_server.observability.metrics import Metrics
 from tests.helpers.fake_adapter import Behaviour, fake_factory
 from tests.helpers.metrics import sample
 from tests.helpers.wait import async_wait_until
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_garbage_from_earlier_files() -> None:
+    """Free what earlier test files in this worker left unreachable, before an engine here freezes the heap.
+
+    An in-process engine freezes every live object when a model loads (``memory/heap.py``) and thaws
+    and collects when one unloads. Garbage another file left behind (a client socket in a reference
+    cycle) would be frozen with it and freed inside an unrelated test here, whose ResourceWarning the
+    ``error`` warning filter turns into that test's failure. It is freed now, its warnings ignored: it
+    is not this file's.
+    """
+    gc.unfreeze()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 def fake_config(

@@ -45,7 +45,11 @@ def bound_shape_caches(
 
 
 def freeze_long_lived() -> None:
-    """Move every object alive now into the permanent generation: full collections skip them."""
+    """Move every object alive now into the permanent generation: full collections skip them.
+
+    Garbage in reference cycles is collected first; frozen, it would never be freed.
+    """
+    gc.collect()
     gc.freeze()
 
 
