@@ -23,6 +23,7 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     INVALID_OUTPUT = "INVALID_OUTPUT"
+    NOT_FOUND = "NOT_FOUND"
 
 
 ERROR_STATUS: dict[ErrorCode, int] = {
@@ -38,6 +39,7 @@ ERROR_STATUS: dict[ErrorCode, int] = {
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.DEADLINE_EXCEEDED: 504,
     ErrorCode.INVALID_OUTPUT: 502,
+    ErrorCode.NOT_FOUND: 404,
 }
 
 
@@ -109,3 +111,9 @@ class InvalidOutput(SIEError):
 
 class RateLimited(SIEError):
     code = ErrorCode.RATE_LIMITED
+
+
+class NotFound(SIEError):
+    """A file or batch that does not exist, or that another key made (the same answer for both)."""
+
+    code = ErrorCode.NOT_FOUND

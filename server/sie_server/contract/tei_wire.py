@@ -69,6 +69,7 @@ TEI_ERRORS: dict[ErrorCode, tuple[int, ErrorType]] = {
     ErrorCode.DEADLINE_EXCEEDED: (504, ErrorType.BACKEND),
     ErrorCode.UNAUTHENTICATED: (401, ErrorType.VALIDATION),
     ErrorCode.FORBIDDEN: (403, ErrorType.VALIDATION),
+    ErrorCode.NOT_FOUND: (404, ErrorType.VALIDATION),
 }
 
 
