@@ -119,7 +119,13 @@ def create_app(settings: Settings) -> FastAPI:
         await state.generation.stop()
 
     service, quota = with_quota(state, settings.max_queued_per_key)
-    app = create_api(service, title="SIE", lifespan=lifespan, default_model=settings.default_model)
+    app = create_api(
+        service,
+        title="SIE",
+        lifespan=lifespan,
+        default_model=settings.default_model,
+        mcp_allowed_hosts=settings.mcp_allowed_hosts,
+    )
     app.state.sie = state
     app.add_middleware(RequestMetrics, recorder=state.requests)
     if settings.queue:

@@ -148,6 +148,11 @@ class CommonSettings(CatalogSettings):
         default=(), description="bearer key for management routes (reload), repeatable; unset: any API key may"
     )
     metrics_need_key: bool = Field(default=False, description="/metrics needs an API key too")
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="comma-separated Host values /mcp accepts besides loopback (name, name:port, name:* for any "
+        "port), and their http(s) Origins; '*' turns the Host/Origin check off (a proxy in front checks them)",
+    )
     max_queued_per_key: int | None = Field(
         default=None, ge=1, description="items one key may have in flight (429 RATE_LIMITED past it); unset: no limit"
     )

@@ -329,6 +329,14 @@ def test_container_args_parse_with_the_cli(case: tuple[str, Rendered]) -> None:
             assert [r.split("=", 1)[1] for r in args.route] == [r["pool"] for r in values["gateway"]["routes"]]
             assert args.hold_s == values["gateway"]["holdSeconds"]
             assert args.ack_wait_s == values["queue"]["ackWaitSeconds"]
+            service = next(
+                s["metadata"]["name"]
+                for s in rendered.objects("Service")
+                if s["metadata"]["labels"]["app.kubernetes.io/component"] == "gateway"
+            )  # /mcp answers a client that calls the gateway by its Service's name (mcp/allowed_hosts.py)
+            hosts = str(args.mcp_allowed_hosts).split(",")
+            assert {service, f"{service}.{NAMESPACE}", f"{service}.{NAMESPACE}.svc"} <= set(hosts), hosts
+            assert set(values["gateway"]["mcpAllowedHosts"]) <= set(hosts)
         else:
             pool = pools[deployment["metadata"]["labels"]["sie.dev/pool"]]
             assert args.command == "serve"

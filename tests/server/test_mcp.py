@@ -216,7 +216,10 @@ def keyed(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path]
     folder = tmp_path_factory.mktemp("mcp-keys")
     write_config(folder, tiny_embedder("test/tiny-embedder", tiny_models["embedder"]))
     env = {"SIE_API_KEYS": "", "SIE_API_KEY": ""}
-    proc = ServerProcess(folder, "--offline", "--threads", "1", "--api-key", "alpha", env=env, log=folder / "log")
+    proc = ServerProcess(
+        folder, "--offline", "--threads", "1", "--api-key", "alpha", "--mcp-allowed-hosts", "sie.internal",
+        env=env, log=folder / "log",
+    )  # fmt: skip
     proc.wait_ready()
     try:
         yield proc
@@ -242,3 +245,33 @@ async def test_mcp_takes_the_same_api_keys(keyed: ServerProcess) -> None:
         assert any(isinstance(leaf, MCPError) for leaf in leaves(caught.value)), caught.value
     async with over_http(keyed.url, "alpha") as session:
         assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+
+
+MCP_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def mcp_post(url: str, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(f"{url}/mcp", json=MCP_CALL, headers={**MCP_ACCEPT, **headers}, timeout=30)
+
+
+def test_a_page_on_another_name_cannot_drive_a_keyless_local_server(base_url: str) -> None:
+    """DNS rebinding: a page on attacker.example re-pointed at 127.0.0.1 sends its own Host and Origin."""
+    port = base_url.rsplit(":", 1)[1]
+    rebound = mcp_post(base_url, {"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}"})
+    cross_origin = mcp_post(base_url, {"Origin": "http://attacker.example"})  # Host is 127.0.0.1:port
+    same_origin = mcp_post(base_url, {"Origin": f"http://127.0.0.1:{port}"})
+    by_name = mcp_post(base_url, {"Host": f"localhost:{port}"})
+    assert rebound.status_code == 421 and "Host" in rebound.text
+    assert cross_origin.status_code == 403 and "Origin" in cross_origin.text
+    assert same_origin.status_code == 200 and by_name.status_code == 200
+    assert {tool["name"] for tool in same_origin.json()["result"]["tools"]} == TOOLS
+    assert httpx.get(f"{base_url}/healthz", headers={"Host": "attacker.example"}, timeout=30).status_code == 200
+
+
+def test_the_flag_adds_names_to_the_allowed_hosts(keyed: ServerProcess) -> None:
+    key = {"Authorization": "Bearer alpha"}
+    named = mcp_post(keyed.url, {**key, "Host": "sie.internal:8080", "Origin": "https://sie.internal:8080"})
+    other = mcp_post(keyed.url, {**key, "Host": "sie.external:8080"})
+    assert named.status_code == 200 and {tool["name"] for tool in named.json()["result"]["tools"]} == TOOLS
+    assert other.status_code == 421

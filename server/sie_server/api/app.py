@@ -4,7 +4,7 @@ roots' job: ``sie_server/compose.py`` for the server, ``cluster/gateway_app.py``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -51,8 +51,10 @@ def create_api(
     title: str,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[Any]] | None = None,
     default_model: str | None = None,
+    mcp_allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
-    mcp = McpMount(service)  # the MCP tools at /mcp (sie_server/mcp); its session manager ends with the app
+    # the MCP tools at /mcp (sie_server/mcp); its session manager ends with the app
+    mcp = McpMount(service, allowed_hosts=mcp_allowed_hosts)
     lifespan = mcp.around(lifespan)
     app = FastAPI(
         title=title, version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None

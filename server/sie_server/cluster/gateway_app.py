@@ -39,7 +39,13 @@ def create_gateway_app(settings: GatewaySettings) -> FastAPI:
         await gateway.stop()
 
     guarded, quota = with_quota(service, settings.max_queued_per_key)
-    app = create_api(guarded, title="SIE gateway", lifespan=lifespan, default_model=settings.default_model)
+    app = create_api(
+        guarded,
+        title="SIE gateway",
+        lifespan=lifespan,
+        default_model=settings.default_model,
+        mcp_allowed_hosts=settings.mcp_allowed_hosts,
+    )
     app.state.gateway = gateway
     app.state.drain = service  # what serving.DrainingServer drains
     app.add_exception_handler(NoWorkerYet, _no_worker_yet)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
 from sie_server.api.service import Service
+from sie_server.mcp.allowed_hosts import allowed_hosts
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -30,8 +31,9 @@ Lifespan = Callable[[A], AbstractAsyncContextManager[Any]]
 class McpMount:
     """The ASGI app at ``/mcp``."""
 
-    def __init__(self, service: Service):
+    def __init__(self, service: Service, *, allowed_hosts: Sequence[str] = ()):
         self.service = service
+        self.allowed_hosts = tuple(allowed_hosts)  # besides loopback (mcp/allowed_hosts.py)
         self._manager: StreamableHTTPSessionManager | None = None
         self._runner: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -46,15 +48,22 @@ class McpMount:
             if self._manager is not None:
                 return self._manager
             from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+            from mcp.server.transport_security import TransportSecuritySettings
 
             from sie_server.mcp.handlers import build_server
             from sie_server.mcp.service_backend import ServiceBackend
 
+            allowed = allowed_hosts(self.allowed_hosts)
             manager = StreamableHTTPSessionManager(
                 build_server(ServiceBackend(self.service)),
                 json_response=True,
                 stateless=True,
                 max_request_body_size=self.service.limits.max_body_bytes,
+                security_settings=TransportSecuritySettings(
+                    enable_dns_rebinding_protection=allowed.enforced,
+                    allowed_hosts=list(allowed.hosts),
+                    allowed_origins=list(allowed.origins),
+                ),
             )
             if not log.isEnabledFor(logging.DEBUG):  # the SDK logs a line per request at INFO; --verbose keeps them
                 logging.getLogger("mcp").setLevel(logging.WARNING)
