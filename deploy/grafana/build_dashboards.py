@@ -352,6 +352,20 @@ def engine_dashboard() -> Any:
             (f"sum by (model, kind) (increase(sie_isolation_retries_total{m}[{RATE}]))", "{{model}} {{kind}}"),
         ),
     ]
+    batch_api = [
+        timeseries(
+            "Batch API batches in progress",
+            "OpenAI-style batches (/v1/batches) the servers are running.",
+            "short",
+            ("sum(sie_batches_in_progress)", "batches"),
+        ),
+        timeseries(
+            "Batch API lines/s",
+            "Batch lines finished per second, by endpoint and outcome (completed or failed).",
+            "ops",
+            (f"sum by (endpoint, outcome) (rate(sie_batch_lines_total[{RATE}]))", "{{endpoint}} {{outcome}}"),
+        ),
+    ]
     panels = layout(
         [
             ("Throughput", throughput, 2),
@@ -360,6 +374,7 @@ def engine_dashboard() -> Any:
             ("Batching and padding", batching, 2),
             ("Memory", memory, 2),
             ("Loads, evictions and faults", lifecycle, 2),
+            ("Batch API", batch_api, 2),
         ]
     )
     model = variable_query("model", "Model", "label_values(sie_requests_total, model)")

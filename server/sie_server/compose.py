@@ -16,6 +16,7 @@ from sie_server.api.app import create_api
 from sie_server.api.keys import Access
 from sie_server.api.middleware import ApiKeys, QueueOnly, RequestMetrics
 from sie_server.api.quota import with_quota
+from sie_server.batches import local as local_batches
 from sie_server.catalog.loader import canonical_id, load_served
 from sie_server.cpu_features import detect
 from sie_server.device import device_kind, resolve_device, steer_attention
@@ -84,11 +85,13 @@ async def preload(state: EngineFrontDoor) -> None:
 
 def create_app(settings: Settings) -> FastAPI:
     state = build_state(settings)
+    batches = local_batches.from_settings(settings, lambda: app, state.metrics, lambda: state.queue_token)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         state.scheduler.start()
+        batches.start()  # resumes the batches a stop or crash left unfinished
         background = [loop.create_task(preload(state))]
         background[0].add_done_callback(lambda _: setattr(state, "ready", True))
         background.append(loop.create_task(state.pool.keep_within_budget_forever()))
@@ -111,6 +114,7 @@ def create_app(settings: Settings) -> FastAPI:
             worker.stop()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(pulling, settings.load_timeout_s)
+        await batches.stop()  # lines in flight run again at the next start
         state.draining = True
         for task in background:
             task.cancel()
@@ -127,9 +131,13 @@ def create_app(settings: Settings) -> FastAPI:
         mcp_allowed_hosts=settings.mcp_allowed_hosts,
     )
     app.state.sie = state
+    access = Access.from_settings(settings)
+    app.state.access = access  # the Batch API derives each object's owner from the caller's key
+    app.state.batches = batches
+    app.state.batch_max_file_bytes = settings.batch_max_file_bytes
     app.add_middleware(RequestMetrics, recorder=state.requests)
+    state.queue_token = secrets.token_hex(16)  # the secret in-process calls carry (queue worker, batch runner)
     if settings.queue:
-        state.queue_token = secrets.token_hex(16)
         app.add_middleware(QueueOnly, token=state.queue_token)
-    app.add_middleware(ApiKeys, access=Access.from_settings(settings), quota=quota, queue_token=state.queue_token)
+    app.add_middleware(ApiKeys, access=access, quota=quota, queue_token=state.queue_token)
     return app

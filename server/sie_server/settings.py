@@ -30,6 +30,12 @@ from sie_server.contract.limits import (
 REPO_CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
 
 
+def default_data_dir() -> Path:
+    """Where the server keeps what outlives it (Batch API files and state): $XDG_DATA_HOME/sie or ~/.local/share/sie."""
+    base = os.environ.get("XDG_DATA_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".local" / "share") / "sie"
+
+
 def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
@@ -148,6 +154,14 @@ class CommonSettings(CatalogSettings):
         default=(), description="bearer key for management routes (reload), repeatable; unset: any API key may"
     )
     metrics_need_key: bool = Field(default=False, description="/metrics needs an API key too")
+    batch_max_file_bytes: int = Field(
+        default=200 * 10**6,
+        ge=1,
+        description="bytes of one Batch API input file (POST /v1/files), refused with 413 while it is read",
+    )
+    batch_max_lines: int = Field(
+        default=50_000, ge=1, description="requests (lines) in one Batch API input file (400 past it)"
+    )
     mcp_allowed_hosts: list[str] = Field(
         default_factory=list,
         description="comma-separated Host values /mcp accepts besides loopback (name, name:port, name:* for any "
@@ -221,6 +235,16 @@ class Settings(CommonSettings):
     )
     batch_max_tokens: int | None = Field(
         default=2048, ge=1, description="token cap of a batch-class batch, so interactive work waits less; 0: no cap"
+    )
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="folder for what outlives the process: Batch API files, batch state and finished lines (SQLite)",
+    )
+    batch_inflight: int = Field(
+        default=32,
+        ge=1,
+        description="Batch API lines of all batches in flight at once (each at the batch priority): the most of the "
+        "queue batches hold, so live calls keep their latency",
     )
 
     @field_validator("cpu_precision", mode="before")

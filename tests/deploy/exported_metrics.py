@@ -35,6 +35,8 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_model_load_seconds", HISTOGRAM, ("model",)),
     ("sie_oom_total", COUNTER, ("model",)),
     ("sie_isolation_retries_total", COUNTER, ("model", "kind")),
+    ("sie_batches_in_progress", GAUGE, ()),
+    ("sie_batch_lines_total", COUNTER, ("endpoint", "outcome")),
     # cluster gateway
     ("sie_gateway_requests_total", COUNTER, ("task", "status")),
     ("sie_gateway_request_duration_seconds", HISTOGRAM, ("task",)),

@@ -18,6 +18,7 @@ from sie_server.api.keys import MCP_PATH
 from sie_server.api.middleware import HeadAsGet
 from sie_server.api.routes import (
     audio,
+    batches,
     classify,
     compat,
     encode,
@@ -77,6 +78,7 @@ def create_api(
         tei,
         tei_tokens,
         tokenize,
+        batches,
     ):
         app.include_router(module.router)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # JSON-RPC: not in the OpenAPI spec

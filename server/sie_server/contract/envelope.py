@@ -36,11 +36,12 @@ OPENAI_PATHS = frozenset(
     }
 )
 SHARED_PREFIX = "/v1/models"
+OPENAI_PREFIXES = ("/v1/files", "/v1/batches")  # the Batch API (api/routes/batches.py)
 OLLAMA_PREFIX = "/api/"  # Ollama's routes (api/routes/ollama.py)
 
 
 def shape_for(path: str) -> Shape:
-    if path in OPENAI_PATHS:
+    if path in OPENAI_PATHS or path.startswith(OPENAI_PREFIXES):
         return Shape.OPENAI
     if is_tei_path("POST", path):  # (``/`` too: its GET is the status page, which answers no error)
         return Shape.TEI

@@ -68,6 +68,18 @@ class PoolStatus(BaseModel):
     )
 
 
+class BatchesStatus(BaseModel):
+    """The Batch API (``/v1/batches``) on this server: counts since the process started."""
+
+    in_progress: int = Field(description="batches running now")
+    lines_in_flight: int = Field(description="lines running now (at most inflight_limit)")
+    peak_lines_in_flight: int = Field(description="the most lines ever in flight at once since start")
+    inflight_limit: int = Field(description="--batch-inflight")
+    lines_done: int = Field(description="lines finished with a 2xx answer (the output files)")
+    lines_failed: int = Field(description="lines finished otherwise (the error files)")
+    lines_per_s: float = Field(description="lines finished per second over the last 30 s")
+
+
 class StatusReport(BaseModel):
     role: Literal["server", "gateway"]
     version: str
@@ -77,3 +89,4 @@ class StatusReport(BaseModel):
     errors: list[ErrorEntry] = Field(description="the last errors, newest first")
     memory: MemoryStatus | None = Field(default=None, description="server only")
     pools: list[PoolStatus] = Field(default_factory=list, description="gateway only")
+    batches: BatchesStatus | None = Field(default=None, description="the Batch API, where it runs")

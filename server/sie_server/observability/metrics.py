@@ -105,6 +105,15 @@ class Metrics:
             ["model", "kind"],
             registry=r,
         )
+        self.batches_in_progress = Gauge(
+            "sie_batches_in_progress", "Batch API batches this server is running (OpenAI's /v1/batches)", registry=r
+        )
+        self.batch_lines = Counter(
+            "sie_batch_lines",
+            "Batch API lines finished, by endpoint and outcome (completed: the output file; failed: the error file)",
+            ["endpoint", "outcome"],
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

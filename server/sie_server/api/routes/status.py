@@ -7,6 +7,7 @@ second, which needs an API key when keys are on (the page sends the key its user
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import Protocol, runtime_checkable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -14,7 +15,7 @@ from fastapi.responses import HTMLResponse, Response
 from sie_server.api.body import json_response
 from sie_server.api.context import service
 from sie_server.api.openapi import doc
-from sie_server.contract.status import StatusReport
+from sie_server.contract.status import BatchesStatus, StatusReport
 
 router = APIRouter(tags=["status"])
 STATIC = files("sie_server.api") / "static"
@@ -27,7 +28,18 @@ NO_STORE = {"Cache-Control": "no-store"}
 async def status(request: Request) -> Response:
     """Every model's state, charge and last minute (rps, p50/p99, queue, batches, tokens/s), the
     last errors and the memory; on a gateway, its pools, live workers, pending work and dead letters."""
-    return json_response(await service(request).status(), headers=NO_STORE)
+    report = await service(request).status()
+    batches = getattr(request.app.state, "batches", None)
+    if isinstance(batches, BatchesReporter):
+        report.batches = batches.status()
+    return json_response(report, headers=NO_STORE)
+
+
+@runtime_checkable
+class BatchesReporter(Protocol):
+    """A Batch API backend that reports its figures (``batches/local.py``)."""
+
+    def status(self) -> BatchesStatus: ...
 
 
 @router.get("/", include_in_schema=False)

@@ -110,6 +110,13 @@ function draw(report) {
   }
   const active = (m) => showAll || m.state !== "available" || m.requests > 0;
   $("models").tBodies[0].replaceChildren(...report.models.filter(active).map((m) => modelRow(m, report)));
+  const b = report.batches;
+  $("batches-section").hidden = !b;
+  if (b) {
+    $("batches").textContent =
+      b.in_progress + " batches in progress · " + b.lines_in_flight + " of " + b.inflight_limit + " lines in flight · " +
+      b.lines_done + " lines done, " + b.lines_failed + " failed · " + b.lines_per_s.toFixed(1) + " lines/s";
+  }
   $("pools-section").hidden = report.role !== "gateway";
   $("pools").tBodies[0].replaceChildren(
     ...report.pools.map((p) =>
