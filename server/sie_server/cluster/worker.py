@@ -22,6 +22,8 @@ A worker remembers the answers it gave lately (cluster/answers.py): a second cop
 answered (a redelivery, or the gateway sending the call again because the answer was lost) is
 answered from memory, not run again, and a gateway may ask the pool for such an answer first.
 A streamed answer's cancel names the attempt to stop (empty: every attempt of the call).
+
+Beside its live work the worker takes the cluster's Batch API lines (cluster/batch_worker.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from typing import Any
 from sie_server.cluster import nats_connection, streams
 from sie_server.cluster.answers import RecentAnswers
 from sie_server.cluster.asgi_call import call_app
+from sie_server.cluster.batch_store import BatchStore
+from sie_server.cluster.batch_worker import BatchLines
 from sie_server.cluster.streams import Reply
 from sie_server.contract import envelope
 from sie_server.contract import headers as h
@@ -105,11 +109,15 @@ class QueueWorker:
             for durable, worker in ((own, self.id), (streams.CONSUMER, None)):
                 where = streams.subject(self.pool, p, worker)
                 subs.append((p, await self.js.pull_subscribe(where, durable, stream=name)))
+        settings = self.app.state.sie.settings  # Batch API lines: --batch-inflight at once, beside live work
+        batches = BatchLines(self.app, await BatchStore.open(self.nc, ack_wait_s=self.ack_wait_s),
+                             inflight=settings.batch_inflight, ack_wait_s=self.ack_wait_s,
+                             max_line_bytes=settings.max_body_bytes, worker=self.id)  # fmt: skip
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
         await self.nc.subscribe(streams.CONTROL_SUBJECT.format(pool=self.pool), cb=self._on_control)
         log.info("worker %s pulling pool %s from %s", self.id, self.pool, nats_connection.redacted(self.nats_url))
         try:
-            await asyncio.gather(*(self._pull(p, sub) for p, sub in subs))
+            await asyncio.gather(*(self._pull(p, sub) for p, sub in subs), batches.run(self._stopping))
         finally:
             heartbeat.cancel()
             running = [t for tasks in self._inflight.values() for t in tasks]
