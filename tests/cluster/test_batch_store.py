@@ -115,3 +115,26 @@ async def test_a_line_past_one_message_travels_by_reference(nats: Nats) -> None:
         await sub.unsubscribe()
     finally:
         await nc.close()
+
+
+async def test_a_batch_past_its_window_ends_expired_with_its_finished_lines(nats: Nats) -> None:
+    nc = await nats_client.connect(nats.url)
+    try:
+        store = await BatchStore.open(nc, ack_wait_s=2)
+        batch = Batch(id="batch_late", endpoint="/v1/embeddings", input_file_id="file-x", completion_window="24h",
+                      status=BatchStatus.IN_PROGRESS, created_at=1, expires_at=2,
+                      request_counts=RequestCounts(total=3))  # fmt: skip
+        await store.new_batch(BatchRecord(batch=batch, owner="anonymous", started=True))
+        record = json.dumps({"custom_id": "done", "response": {"status_code": 200}}).encode()
+        await store.record(batch.id, LineResult(0, True, record))
+        for index in (1, 2):  # never taken: no worker is up
+            await (await store.publish_line(batch.id, InputLine(index, f"l{index}", "/v1/embeddings", b"{}")))
+        assert await store.unsent(batch.id) == 2
+        ended = await finalize(store, batch.id)
+        assert ended is not None and ended.batch.status == BatchStatus.EXPIRED and ended.batch.expired_at
+        assert ended.batch.request_counts == RequestCounts(total=3, completed=1, failed=0)
+        assert ended.batch.output_file_id is not None and ended.batch.error_file_id is None
+        assert b"".join([c async for c in store.content(ended.batch.output_file_id)]) == record + b"\n"
+        assert await store.unsent(batch.id) == 0  # its lines left were dropped from the stream
+    finally:
+        await nc.close()

@@ -16,9 +16,9 @@ import pytest
 from openai.types import Batch
 
 from tests.helpers.cluster import Gateway, Nats, running, worker
+from tests.helpers.metrics import scrape as metric
 from tests.helpers.server import ServerProcess
 from tests.helpers.wait import wait_until
-from tests.server.test_engine_server import metric
 
 TINY, SLOW = "test/tiny-embedder", "test/slow"
 KEY_A, KEY_B, ADMIN = "sk-cluster-a", "sk-cluster-b", "sk-cluster-admin"
@@ -83,6 +83,7 @@ def test_a_batch_runs_on_two_workers_and_matches_the_live_route(
     cluster: Cluster,
 ) -> None:
     gateway, one, two, _ = cluster
+    before = [metric(w.url, "sie_batch_items_sum", model=SLOW, absent_as_zero=True) for w in (one, two)]
     with client(gateway) as api:
         made = submit(api, jsonl(SLOW, 40))
         assert made.request_counts is not None and made.request_counts.total == 40
@@ -91,14 +92,15 @@ def test_a_batch_runs_on_two_workers_and_matches_the_live_route(
         assert batch.request_counts is not None
         assert (batch.request_counts.completed, batch.request_counts.failed) == (40, 0)
         assert batch.error_file_id is None
+        after = [metric(w.url, "sie_batch_items_sum", model=SLOW, absent_as_zero=True) for w in (one, two)]
+        assert after[0] > before[0] and after[1] > before[1]  # both workers ran some of its lines
+        assert sum(after) - sum(before) == 40
         out = lines_of(api, batch.output_file_id)
         assert [line["custom_id"] for line in out] == [f"req-{i}" for i in range(40)]  # input order
         for k in (0, 17, 39):  # each vector is the live route's for the same input
             live = api.embeddings.create(model=SLOW, input=f"passage number {k} about invoices")
             body = out[k]["response"]["body"]  # type: ignore[index]
             assert body["data"][0]["embedding"] == pytest.approx(live.data[0].embedding, abs=1e-5)
-    for w in (one, two):  # both workers ran some of its lines
-        assert metric(w.url, "sie_batch_items_sum", model=SLOW) > 0
 
 
 def test_batches_and_files_are_seen_only_by_their_key_and_admin(

@@ -1,7 +1,8 @@
 """A cluster batch's end: once none of its messages is left in the lines stream (every line acked after
 its result was kept), whoever notices first (the worker that acked the last line, or a gateway asked for
 the batch) takes the batch by a revision-checked update and writes its output and error files from the
-kept results, in input order, a chunk at a time, then marks it completed (or cancelled).
+kept results, in input order, a chunk at a time, then marks it completed (or cancelled). A batch past
+its completion window ends ``expired`` at once, with the lines finished by then.
 
 A finalizer that dies leaves the batch ``finalizing``; after ``STALE_S`` anyone may take it over and
 write the files again under the same ids.
@@ -36,23 +37,34 @@ async def progress(store: BatchStore, record: BatchRecord) -> RequestCounts:
     return RequestCounts(total=record.batch.request_counts.total, completed=recorded - failed, failed=failed)
 
 
+def expired(record: BatchRecord) -> bool:
+    """Still running past its completion window."""
+    batch = record.batch
+    return batch.status == BatchStatus.IN_PROGRESS and batch.expires_at is not None and now() >= batch.expires_at
+
+
 async def finalize(store: BatchStore, batch_id: str) -> BatchRecord | None:
-    """End the batch if every line is done (or it is being cancelled and none is left); the record after."""
+    """End the batch if every line is done (or it is being cancelled and none is left, or it is past its
+    window: its lines left are dropped from the stream); the record after."""
     record = await store.batch(batch_id)
     if record is None or record.batch.status not in (
         BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING, BatchStatus.FINALIZING
     ):  # fmt: skip
         return record
-    if record.batch.status != BatchStatus.FINALIZING and (not record.started or await store.unsent(batch_id) > 0):
+    waits = record.batch.status != BatchStatus.FINALIZING and not expired(record)
+    if waits and (not record.started or await store.unsent(batch_id) > 0):
         return record
     taken_at = time.time()
+    late = False
 
     def take(r: BatchRecord) -> BatchRecord | None:
+        nonlocal late
         if r.batch.status not in (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING, BatchStatus.FINALIZING):
             return None
         if r.finalizer_since is not None and taken_at - r.finalizer_since < STALE_S:
             return None
-        if r.batch.status == BatchStatus.IN_PROGRESS:
+        late = expired(r)
+        if r.batch.status == BatchStatus.IN_PROGRESS and not late:
             r.batch.status, r.batch.finalizing_at = BatchStatus.FINALIZING, now()
         r.finalizer_since = taken_at
         return r
@@ -61,7 +73,9 @@ async def finalize(store: BatchStore, batch_id: str) -> BatchRecord | None:
     if record is None or not taken:
         return record
     cancelled = record.batch.status == BatchStatus.CANCELLING
-    counts, out_id, err_id = await _write_files(store, record, keep_missing=not cancelled)
+    if late:
+        await store.purge_lines(batch_id)
+    counts, out_id, err_id = await _write_files(store, record, keep_missing=not (cancelled or late))
 
     def end(r: BatchRecord) -> BatchRecord | None:
         if r.finalizer_since != taken_at:  # taken over meanwhile: the other finalizer ends it
@@ -70,6 +84,8 @@ async def finalize(store: BatchStore, batch_id: str) -> BatchRecord | None:
         r.batch.output_file_id, r.batch.error_file_id = out_id, err_id
         if cancelled:
             r.batch.status, r.batch.cancelled_at = BatchStatus.CANCELLED, now()
+        elif late:
+            r.batch.status, r.batch.expired_at = BatchStatus.EXPIRED, now()
         else:
             r.batch.status, r.batch.completed_at = BatchStatus.COMPLETED, now()
         r.finalizer_since = None

@@ -227,6 +227,10 @@ class BatchStore:
         info = await self.js.stream_info(LINES_STREAM, subjects_filter=f"sie.batch.*.{batch_id}")
         return sum((info.state.subjects or {}).values())
 
+    async def purge_lines(self, batch_id: str) -> None:
+        """Drop the batch's messages left in the stream (taken ones too: their acks then do nothing)."""
+        await self.js.purge_stream(LINES_STREAM, subject=f"sie.batch.*.{batch_id}")
+
     # results
 
     async def result(self, batch_id: str, index: int) -> LineResult | None:

@@ -8,7 +8,7 @@ stream (cluster/batch_store.py), at most ``inflight`` at once (``--batch-infligh
 - A line message: run the line through this worker's own app at the batch priority (batches/lines.py),
   keep its result under (batch, line) unless one is kept already, then ack. A line redelivered after a
   worker died is run again only if it has no result yet, and whatever happens the first result kept is
-  the line's only one. A line of a batch being cancelled (or ended) is acked without running.
+  the line's only one. A line of a batch being cancelled, ended or past its window is acked without running.
 - After its ack, if nothing of the batch is left in the stream, the worker finalizes it
   (cluster/batch_finalize.py).
 
@@ -27,7 +27,7 @@ import orjson
 
 from sie_server.batches.lines import InputLine, internal_error, parse_line, problem_result, run_line
 from sie_server.cluster import nats_connection
-from sie_server.cluster.batch_finalize import finalize
+from sie_server.cluster.batch_finalize import expired, finalize
 from sie_server.cluster.batch_store import BATCH, LINE, LINE_REF, LINES_CONSUMER, LINES_STREAM, BatchStore
 from sie_server.contract.batch_wire import BatchStatus
 
@@ -125,7 +125,7 @@ class BatchLines:
 
     async def _live(self, batch_id: str) -> bool:
         record = await self.store.batch(batch_id)
-        return record is not None and record.batch.status == BatchStatus.IN_PROGRESS
+        return record is not None and record.batch.status == BatchStatus.IN_PROGRESS and not expired(record)
 
     async def _queue_lines(self, batch_id: str) -> bool:
         """Read the input file and queue its lines; True once all are queued (or the batch is over)."""
