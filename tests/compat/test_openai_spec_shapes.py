@@ -18,6 +18,7 @@ import pytest
 from tests.helpers.catalog import MINILM, MODERATION, SMOLLM, TINY_SENTIMENT, WHISPER_TINY
 from tests.helpers.openapi_schemas import OPENAI, TEI, spec
 from tests.helpers.speech import SENTENCE, espeak_available, speak
+from tests.helpers.wait import wait_until
 
 pytestmark = pytest.mark.allow_hosts(["127.0.0.1", "::1"])
 
@@ -268,6 +269,38 @@ def test_openai_errors_are_error_responses(base_url: str, path: str, body: dict[
     r = post(base_url, path, body)
     assert r.status_code == status, r.text
     spec(OPENAI).check("ErrorResponse", r.json())
+
+
+# --- OpenAI: the Batch API ------------------------------------------------------------------------------------
+
+
+def test_batch_and_file_answers_are_openais(base_url: str) -> None:
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/embeddings", "body": {"model": EMBEDDER, "input": "x"}}
+    upload = {"file": ("in.jsonl", (json.dumps(line) + "\n").encode())}
+    with httpx.Client(base_url=base_url, timeout=300) as client:
+        made = ok(client.post("/v1/files", data={"purpose": "batch"}, files=upload))
+        spec(OPENAI).check("OpenAIFile", made)
+        spec(OPENAI).check("OpenAIFile", ok(client.get(f"/v1/files/{made['id']}")))
+        spec(OPENAI).check("ListFilesResponse", ok(client.get("/v1/files")))
+        create = {"input_file_id": made["id"], "endpoint": "/v1/embeddings", "completion_window": "24h"}
+        batch = ok(client.post("/v1/batches", json=create))
+        spec(OPENAI).check("Batch", batch)
+
+        def completed() -> Any:
+            found = ok(client.get(f"/v1/batches/{batch['id']}"))
+            return found if found["status"] == "completed" else None
+
+        done = wait_until(completed, timeout=120, interval=0.1, message="the batch never completed")
+        spec(OPENAI).check("Batch", done)
+        spec(OPENAI).check("ListBatchesResponse", ok(client.get("/v1/batches", params={"limit": 2})))
+        spec(OPENAI).check("OpenAIFile", ok(client.get(f"/v1/files/{done['output_file_id']}")))
+        row = json.loads(client.get(f"/v1/files/{done['output_file_id']}/content").text)
+        assert row["custom_id"] == "a" and row["error"] is None
+        spec(OPENAI).check("CreateEmbeddingResponse", row["response"]["body"])
+        missing = client.get("/v1/batches/batch_nope")
+        assert missing.status_code == 404
+        spec(OPENAI).check("ErrorResponse", missing.json())
+        spec(OPENAI).check("DeleteFileResponse", ok(client.delete(f"/v1/files/{made['id']}")))
 
 
 # --- TEI -------------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import resource
 import socket
 import subprocess
 import sys
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -58,9 +59,11 @@ class ServerProcess:
             *args,
         ]
         self._out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        # its own data dir (the Batch API's store) unless --data-dir says otherwise: never the user's
+        self._data = tempfile.TemporaryDirectory(prefix="sie-data-")
         self.proc = subprocess.Popen(
             command,
-            env={**os.environ, "PYTHONPATH": pythonpath(), **(env or {})},
+            env={**os.environ, "PYTHONPATH": pythonpath(), "XDG_DATA_HOME": self._data.name, **(env or {})},
             stdout=self._out,
             stderr=subprocess.STDOUT,
             preexec_fn=None if max_file_bytes is None else partial(_limit_file_size, max_file_bytes),
@@ -102,6 +105,7 @@ class ServerProcess:
                 self.proc.wait()
         if self._out is not subprocess.DEVNULL:
             self._out.close()  # type: ignore[union-attr]
+        self._data.cleanup()
 
 
 def offline_server(catalog: Path, logs: Path, *args: str) -> ServerProcess:

@@ -18,6 +18,7 @@ from typing import Any
 from sie_server.batches.lines import InputLine, LineResult, internal_error, parse_line, problem_result, run_line
 from sie_server.batches.sqlite_store import SqliteStore, now
 from sie_server.contract.batch_wire import BatchStatus, FileObject
+from sie_server.errors import SIEError
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,14 @@ class BatchRunner:
         self.lines_failed = 0
 
     def start(self) -> None:
-        for batch_id in self.store.live_batches():
+        if not self.store.exists():  # no batch was ever made here: nothing to resume, nothing to open
+            return
+        try:
+            live = self.store.live_batches()
+        except SIEError as exc:  # the data dir is another server's: the Batch API answers 503 saying so
+            log.error("batches not resumed: %s", exc.message)
+            return
+        for batch_id in live:
             log.info("resuming batch %s", batch_id)
             self.submit(batch_id)
 

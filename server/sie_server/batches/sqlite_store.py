@@ -9,6 +9,7 @@ copies: their content is read from the recorded lines in input order, a page at 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import sqlite3
@@ -17,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -28,6 +29,7 @@ from sie_server.contract.batch_wire import (
     FileObject,
     RequestCounts,
 )
+from sie_server.errors import ResourceExhausted
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -72,23 +74,55 @@ def now() -> int:
 
 
 class SqliteStore:
-    """One connection, used from the event loop (each call is short), guarded for the odd thread."""
+    """One connection, used from the event loop (each call is short), guarded for the odd thread.
+
+    Opened on first use (a server that never serves a batch writes nothing), and held by one server
+    process at a time: a second one on the same data dir is refused (an exclusive ``flock``)."""
 
     def __init__(self, data_dir: Path):
         self.root = data_dir / "batches"
         self.uploads = self.root / "files"
-        self.uploads.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.root / "batches.sqlite3", check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: a process crash loses nothing committed
-        self.db.executescript(SCHEMA)
+        self.path = self.root / "batches.sqlite3"
         self.lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._held: IO[bytes] | None = None
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        self.uploads.mkdir(parents=True, exist_ok=True)
+        held = (self.root / "lock").open("wb")
+        try:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            held.close()
+            raise ResourceExhausted(
+                f"another server process holds the batch store in {self.root}; give each server its own --data-dir"
+            ) from None
+        self._held = held
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL: a process crash loses nothing committed
+        db.executescript(SCHEMA)
         for leftover in self.uploads.glob("*.part"):  # an upload cut by a crash
             leftover.unlink(missing_ok=True)
+        return db
 
     def close(self) -> None:
         with self.lock:
-            self.db.close()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            if self._held is not None:
+                self._held.close()
+                self._held = None
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -108,6 +142,7 @@ class SqliteStore:
     # files
 
     def upload_path(self, file_id: str) -> Path:
+        self.db  # noqa: B018 - opened (its folders made) before a file is written there
         return self.uploads / f"{file_id}.jsonl"
 
     @staticmethod

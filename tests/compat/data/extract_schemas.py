@@ -34,6 +34,12 @@ OPENAI_ROOTS = (
     "Response",
     "ResponseStreamEvent",
     "ErrorResponse",
+    # the Batch API (/v1/files, /v1/batches)
+    "Batch",
+    "OpenAIFile",
+    "ListBatchesResponse",
+    "ListFilesResponse",
+    "DeleteFileResponse",
 )
 #: TEI's answers (and its error body) of /embed, /embed_sparse, /embed_all, /rerank, /predict,
 #: /similarity, /tokenize, /decode and /info

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel
 
 from sie_server.api.body import json_response, parse
 from sie_server.api.keys import Access, bearer
@@ -49,6 +50,11 @@ CONTENT_DOC["responses"][200] = {
 }
 
 
+def answer(model: BaseModel) -> Response:
+    """OpenAI's spec types these fields as present or absent, never null: an unset one is left out."""
+    return json_response(model.model_dump(mode="json", exclude_none=True))
+
+
 def backend(request: Request) -> BatchBackend:
     found: BatchBackend | None = getattr(request.app.state, "batches", None)
     if found is None:
@@ -84,7 +90,7 @@ async def create_file(request: Request) -> Response:
     if purpose != FILE_PURPOSE:
         await store.delete_file(caller, made.id)
         raise InvalidInput(f"purpose {purpose!r} is not served here; upload batch input with purpose=batch")
-    return json_response(made)
+    return answer(made)
 
 
 @router.get("/v1/files", **doc(FileList, openai=True, msgpack=False, errors=(400,)))
@@ -94,12 +100,12 @@ async def list_files(
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 10_000,
 ) -> Response:
-    return json_response(await backend(request).list_files(owner(request), after, limit, purpose))
+    return answer(await backend(request).list_files(owner(request), after, limit, purpose))
 
 
 @router.get("/v1/files/{file_id}", **doc(FileObject, openai=True, msgpack=False, errors=(404,)))
 async def get_file(request: Request, file_id: str) -> Response:
-    return json_response(await backend(request).get_file(owner(request), file_id))
+    return answer(await backend(request).get_file(owner(request), file_id))
 
 
 @router.get("/v1/files/{file_id}/content", response_class=StreamingResponse, **CONTENT_DOC)
@@ -111,14 +117,14 @@ async def file_content(request: Request, file_id: str) -> Response:
 
 @router.delete("/v1/files/{file_id}", **doc(FileDeleted, openai=True, msgpack=False, errors=(404,)))
 async def delete_file(request: Request, file_id: str) -> Response:
-    return json_response(await backend(request).delete_file(owner(request), file_id))
+    return answer(await backend(request).delete_file(owner(request), file_id))
 
 
 @router.post("/v1/batches", **doc(Batch, body=CreateBatchRequest, openai=True, msgpack=False, errors=ERRORS))
 async def create_batch(request: Request) -> Response:
     """Run every line of an uploaded file at the batch priority, beside live calls."""
     body = await parse(request, CreateBatchRequest, 1 * 2**20)
-    return json_response(await backend(request).create_batch(owner(request), body))
+    return answer(await backend(request).create_batch(owner(request), body))
 
 
 @router.get("/v1/batches", **doc(BatchList, openai=True, msgpack=False, errors=(400,)))
@@ -126,15 +132,15 @@ async def list_batches(
     request: Request, after: str | None = None, limit: Annotated[int, Query(ge=1, le=100)] = 20
 ) -> Response:
     """Newest first; ``after`` a batch id pages on."""
-    return json_response(await backend(request).list_batches(owner(request), after, limit))
+    return answer(await backend(request).list_batches(owner(request), after, limit))
 
 
 @router.get("/v1/batches/{batch_id}", **doc(Batch, openai=True, msgpack=False, errors=(404,)))
 async def get_batch(request: Request, batch_id: str) -> Response:
-    return json_response(await backend(request).get_batch(owner(request), batch_id))
+    return answer(await backend(request).get_batch(owner(request), batch_id))
 
 
 @router.post("/v1/batches/{batch_id}/cancel", **doc(Batch, openai=True, msgpack=False, errors=(404, 409)))
 async def cancel_batch(request: Request, batch_id: str) -> Response:
     """Stop taking lines; the batch ends ``cancelled`` with the lines finished kept."""
-    return json_response(await backend(request).cancel_batch(owner(request), batch_id))
+    return answer(await backend(request).cancel_batch(owner(request), batch_id))
