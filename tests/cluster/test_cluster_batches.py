@@ -196,3 +196,20 @@ def test_a_worker_killed_mid_batch_leaves_it_to_another(cluster_catalog: Path, n
         out = lines_of(api, batch.output_file_id) + lines_of(api, batch.error_file_id)
         assert sorted(str(line["custom_id"]) for line in out) == sorted(f"kill-{i}" for i in range(300))  # each once
         assert batch.request_counts is not None and batch.request_counts.completed == 300
+        nats.stop()  # the batch store away: 503 with Retry-After, not a 500; back once NATS is
+        away = httpx.get(f"{gateway.url}/v1/batches/{made.id}", headers={"Authorization": f"Bearer {KEY_A}"},
+                         timeout=60)  # fmt: skip
+        assert away.status_code == 503 and away.headers["retry-after"] == "2", away.text
+        assert away.headers["x-sie-error-code"] == "QUEUE_FULL"
+        nats.restart()
+        back = wait_until(
+            lambda: _retrieved(api, made.id), timeout=60, interval=0.5, message="the store never came back"
+        )
+        assert back.status == "completed" and back.output_file_id == batch.output_file_id
+
+
+def _retrieved(api: openai.OpenAI, batch_id: str) -> Batch | None:
+    try:
+        return api.batches.retrieve(batch_id)
+    except openai.APIStatusError:
+        return None

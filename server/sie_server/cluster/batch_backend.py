@@ -8,13 +8,16 @@ gateway that made it died before queueing it.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sie_server.batches.backend import Caps, Owner
 from sie_server.batches.lines import NotJsonl, check_json_line
+from sie_server.cluster import nats_connection
 from sie_server.cluster.batch_finalize import STALE_S, finalize, progress
 from sie_server.cluster.batch_store import BatchRecord, BatchStore, FileRecord, now
 from sie_server.contract.batch_wire import (
@@ -32,17 +35,51 @@ from sie_server.contract.batch_wire import (
 )
 from sie_server.errors import InvalidInput, NotFound, PayloadTooLarge, QueueFull
 
+log = logging.getLogger(__name__)
 T = TypeVar("T", FileObject, Batch)
+P = ParamSpec("P")
+R = TypeVar("R")
 START_AGAIN_S = 30.0  # a batch whose start message was never queued this long after it was made
+
+
+def _queue_errors(
+    method: Callable[Concatenate[ClusterBatches, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[ClusterBatches, P], Coroutine[Any, Any, R]]:
+    """NATS not answering (away, or restarted without its store) is 503 QUEUE_FULL with Retry-After, not a
+    500; the buckets and stream are made again in the background in case they were lost."""
+
+    async def guarded(self: ClusterBatches, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        from nats.errors import Error as NatsError
+
+        try:
+            return await method(self, *args, **kwargs)
+        except NatsError as exc:
+            log.warning("batch store: %s", nats_connection.describe(exc))
+            self.restore_later()
+            raise QueueFull("the batch store (NATS JetStream) did not answer; retry shortly", retry_after=2) from None
+
+    return guarded
 
 
 class ClusterBatches:
     def __init__(self, caps: Caps) -> None:
         self.caps = caps
         self._store: BatchStore | None = None
+        self._restoring: asyncio.Task[None] | None = None
 
     def start(self, store: BatchStore) -> None:
         self._store = store
+
+    def restore_later(self) -> None:
+        if self._store is not None and (self._restoring is None or self._restoring.done()):
+            self._restoring = asyncio.get_running_loop().create_task(self._restore(self._store))
+
+    @staticmethod
+    async def _restore(store: BatchStore) -> None:
+        try:
+            await store.restore()
+        except Exception as exc:
+            log.warning("batch store: could not make its buckets again: %s", nats_connection.describe(exc))
 
     @property
     def store(self) -> BatchStore:
@@ -52,6 +89,7 @@ class ClusterBatches:
 
     # files
 
+    @_queue_errors
     async def create_file(self, owner: Owner, filename: str, purpose: str, chunks: AsyncIterator[bytes]) -> FileObject:
         if purpose != FILE_PURPOSE:
             raise InvalidInput(f"purpose {purpose!r} is not served here; upload batch input with purpose=batch")
@@ -102,18 +140,22 @@ class ClusterBatches:
             raise NotFound(f"no file {file_id!r}")
         return found
 
+    @_queue_errors
     async def get_file(self, owner: Owner, file_id: str) -> FileObject:
         return (await self._file(owner, file_id)).file
 
+    @_queue_errors
     async def file_content(self, owner: Owner, file_id: str) -> AsyncIterator[bytes]:
         await self._file(owner, file_id)
         return self.store.content(file_id)
 
+    @_queue_errors
     async def delete_file(self, owner: Owner, file_id: str) -> FileDeleted:
         await self._file(owner, file_id)
         await self.store.delete_file(file_id)
         return FileDeleted(id=file_id)
 
+    @_queue_errors
     async def list_files(self, owner: Owner, after: str | None, limit: int, purpose: str | None) -> FileList:
         records = [r for r in await self.store.files() if owner.may_see(r.owner)]
         records = [r for r in records if purpose is None or r.file.purpose == purpose]
@@ -124,6 +166,7 @@ class ClusterBatches:
 
     # batches
 
+    @_queue_errors
     async def create_batch(self, owner: Owner, request: CreateBatchRequest) -> Batch:
         found = await self._file(owner, request.input_file_id)
         if found.file.purpose != FILE_PURPOSE or found.batch_id is not None:
@@ -167,6 +210,7 @@ class ClusterBatches:
             raise NotFound(f"no batch {batch_id!r}")
         return found
 
+    @_queue_errors
     async def get_batch(self, owner: Owner, batch_id: str) -> Batch:
         record = await self._batch(owner, batch_id)
         return (await self._settled(record)).batch
@@ -186,6 +230,7 @@ class ClusterBatches:
             record.batch.request_counts = await progress(self.store, record)
         return record
 
+    @_queue_errors
     async def list_batches(self, owner: Owner, after: str | None, limit: int) -> BatchList:
         records = [r for r in await self.store.batches() if owner.may_see(r.owner)]
         ordered = [r.batch for r in sorted(records, key=lambda r: r.order, reverse=True)]
@@ -193,6 +238,7 @@ class ClusterBatches:
         return BatchList(data=data, first_id=data[0].id if data else None, last_id=data[-1].id if data else None,
                          has_more=more)  # fmt: skip
 
+    @_queue_errors
     async def cancel_batch(self, owner: Owner, batch_id: str) -> Batch:
         batch = (await self._batch(owner, batch_id)).batch
         if batch.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):
