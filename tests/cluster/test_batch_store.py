@@ -138,3 +138,57 @@ async def test_a_batch_past_its_window_ends_expired_with_its_finished_lines(nats
         assert await store.unsent(batch.id) == 0  # its lines left were dropped from the stream
     finally:
         await nc.close()
+
+
+class Echo:
+    """An app that answers every line 200 with the line's body, counting the calls."""
+
+    def __init__(self) -> None:
+        self.state = SimpleNamespace(sie=SimpleNamespace(draining=False, queue_token=""))
+        self.calls = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.calls += 1
+        body = (await receive())["body"]
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def test_a_start_message_taken_again_queues_each_line_once(nats: Nats) -> None:
+    """A worker that died while queueing a batch's lines leaves its start message to another, which queues
+    them all again: the copies within the stream's duplicate window are dropped, each line runs once."""
+    nc = await nats_client.connect(nats.url)
+    try:
+        store = await BatchStore.open(nc, ack_wait_s=2)
+        total = 50
+        writer = store.writer("file-in")
+        for i in range(total):
+            line = {"custom_id": f"c{i}", "method": "POST", "url": "/v1/embeddings", "body": {"input": f"t{i}"}}
+            await writer.write(json.dumps(line).encode() + b"\n\n")  # blank lines do not count
+        await writer.close()
+        batch = Batch(id="batch_again", endpoint="/v1/embeddings", input_file_id="file-in", completion_window="24h",
+                      status=BatchStatus.IN_PROGRESS, created_at=1,
+                      request_counts=RequestCounts(total=total))  # fmt: skip
+        await store.new_batch(BatchRecord(batch=batch, owner="anonymous", started=True))
+        for i in range(20):  # what the first worker queued before it died
+            await (await store.publish_line(batch.id, InputLine(i, f"c{i}", "/v1/embeddings", b'{"input": "t%d"}' % i)))
+        await store.publish_start(batch.id)
+        app = Echo()
+        lines = BatchLines(app, store, inflight=4, ack_wait_s=2, max_line_bytes=1 << 20, worker="test")
+        stopping = asyncio.Event()
+        pulling = asyncio.get_running_loop().create_task(lines.run(stopping))
+
+        async def ended() -> BatchRecord | None:
+            found = await store.batch(batch.id)
+            return found if found is not None and found.batch.status == BatchStatus.COMPLETED else None
+
+        done = await async_wait_until(ended, timeout=30, message="the batch never completed")
+        stopping.set()
+        await pulling
+        assert app.calls == total
+        assert done.batch.request_counts == RequestCounts(total=total, completed=total, failed=0)
+        assert done.batch.output_file_id is not None
+        output = b"".join([chunk async for chunk in store.content(done.batch.output_file_id)])
+        assert [json.loads(line)["custom_id"] for line in output.splitlines()] == [f"c{i}" for i in range(total)]
+    finally:
+        await nc.close()
