@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,6 +78,7 @@ class Gateway(ServerProcess):
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self._out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        self._data = tempfile.TemporaryDirectory(prefix="sie-data-")  # what ServerProcess.stop() removes
         command = [sys.executable, "-m", "sie_server.cli", "gateway", "--nats", nats_url, "--port", str(self.port),
                    "--models-dir", str(catalog), *args]  # fmt: skip
         self.proc = subprocess.Popen(
