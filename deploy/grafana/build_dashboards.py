@@ -320,6 +320,27 @@ def engine_dashboard() -> Any:
             (f"sum by (model) (sie_model_loaded{m})", "{{model}}"),
             stack=True,
         ),
+        timeseries(
+            "Result cache: hits, misses, shared",
+            "Encode and score items per second answered from the exact result cache, computed (misses), or "
+            "answered by an identical item already in flight (--encode-cache, X-SIE-Cache).",
+            "ops",
+            (f"sum by (model) (rate(sie_cache_hits_total{m}[{RATE}]))", "hit {{model}}"),
+            (f"sum by (model) (rate(sie_cache_misses_total{m}[{RATE}]))", "miss {{model}}"),
+            (f"sum by (model) (rate(sie_cache_coalesced_total{m}[{RATE}]))", "shared {{model}}"),
+        ),
+        timeseries(
+            "Result cache: size and evictions",
+            "Bytes and entries the result cache holds (charged to the memory budget), and entries dropped per "
+            "interval by reason (lru: its size; budget: a model needed the room; generation or reload).",
+            "short",
+            ("sum(sie_cache_bytes)", "bytes"),
+            ("sum(sie_cache_entries)", "entries"),
+            (
+                f"sum by (model, reason) (increase(sie_cache_evictions_total{m}[{RATE}]))",
+                "evicted {{model}} ({{reason}})",
+            ),
+        ),
     ]
     lifecycle = [
         timeseries(

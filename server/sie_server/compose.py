@@ -20,9 +20,11 @@ from sie_server.batches import local as local_batches
 from sie_server.catalog.loader import canonical_id, load_served
 from sie_server.cpu_features import detect
 from sie_server.device import device_kind, resolve_device, steer_attention
+from sie_server.engine.cache_scope import ItemCache
 from sie_server.engine.frontdoor import EngineFrontDoor
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.policy import PriorityPolicy
+from sie_server.engine.result_cache import ResultCache
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.service import InferenceService
 from sie_server.errors import SIEError
@@ -60,7 +62,9 @@ def build_state(settings: Settings) -> EngineFrontDoor:
         max_queued_items=settings.max_queued_items,
         load_timeout_s=settings.load_timeout_s,
     )
-    inference = InferenceService(catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s)
+    inference = InferenceService(
+        catalog, pool, scheduler, load_timeout_s=settings.load_timeout_s, results=result_cache(settings, pool, metrics)
+    )
     generation = GenerationService(pool, settings.load_timeout_s)
     pool.is_busy = lambda model_id: scheduler.busy(model_id) or generation.busy(model_id)
     log.info("device %s, memory budget %.1f MiB", device, budget / 2**20)
@@ -71,6 +75,18 @@ def build_state(settings: Settings) -> EngineFrontDoor:
         found = ", ".join(cpu.flags) or "none of the precision-relevant flags"
         log.info("cpu %s: %s; precisions it runs: %s", cpu.model or "(unknown)", found, ", ".join(cpu.precisions))
     return EngineFrontDoor(settings, catalog, pool, scheduler, inference, metrics, generation)
+
+
+def result_cache(settings: Settings, pool: ModelPool, metrics: Metrics) -> ItemCache | None:
+    """The exact cache of encode and score items (``--encode-cache``), charged to the pool's budget;
+    None when it is off."""
+    size = settings.encode_cache_bytes
+    if not size:
+        return None
+    cache = ResultCache(size, metrics)
+    cache.room = pool.free_bytes
+    pool.reclaimable = cache
+    return ItemCache(cache, pool)
 
 
 async def preload(state: EngineFrontDoor) -> None:

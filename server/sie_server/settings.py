@@ -26,8 +26,10 @@ from sie_server.contract.limits import (
     DEFAULT_MAX_TEXT_BYTES,
     Limits,
 )
+from sie_server.memory.budget import parse_bytes
 
 REPO_CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
+DEFAULT_ENCODE_CACHE = "256MiB"  # --encode-cache: about 150,000 384-dim float32 vectors
 
 
 def default_data_dir() -> Path:
@@ -205,6 +207,12 @@ class Settings(CommonSettings):
         description="bytes (6GiB, 512MB) or a fraction of device memory / available RAM; default 0.8",
     )
     pin: list[str] = Field(default_factory=list, description="comma-separated ids loaded at start and never evicted")
+    encode_cache: str = Field(
+        default=DEFAULT_ENCODE_CACHE,
+        description="bytes of encode results and cross-encoder scores kept for identical items (256MiB, 1GiB), "
+        "charged to --memory-budget and given up first when a model needs room; 0 turns the cache and the "
+        "sharing of identical items in flight off (a request opts out with X-SIE-Cache: bypass)",
+    )
     idle_evict_s: float | None = Field(default=None, gt=0, description="unload models unused this long")
     batch_share: float = Field(
         default=0.1, ge=0, le=1, description="minimum share of batches for batch-class work while interactive waits"
@@ -246,6 +254,17 @@ class Settings(CommonSettings):
         description="Batch API lines of all batches in flight at once (each at the batch priority): the most of the "
         "queue batches hold, so live calls keep their latency",
     )
+
+    @property
+    def encode_cache_bytes(self) -> int:
+        """``encode_cache`` in bytes (0: off)."""
+        return parse_bytes(self.encode_cache)
+
+    @field_validator("encode_cache", mode="after")
+    @classmethod
+    def _a_size(cls, value: str) -> str:
+        parse_bytes(value)
+        return value
 
     @field_validator("cpu_precision", mode="before")
     @classmethod

@@ -35,6 +35,12 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_model_load_seconds", HISTOGRAM, ("model",)),
     ("sie_oom_total", COUNTER, ("model",)),
     ("sie_isolation_retries_total", COUNTER, ("model", "kind")),
+    ("sie_cache_hits_total", COUNTER, ("model",)),
+    ("sie_cache_misses_total", COUNTER, ("model",)),
+    ("sie_cache_coalesced_total", COUNTER, ("model",)),
+    ("sie_cache_evictions_total", COUNTER, ("model", "reason")),
+    ("sie_cache_bytes", GAUGE, ()),
+    ("sie_cache_entries", GAUGE, ()),
     ("sie_batches_in_progress", GAUGE, ()),
     ("sie_batch_lines_total", COUNTER, ("endpoint", "outcome")),
     # cluster gateway

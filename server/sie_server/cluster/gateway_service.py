@@ -28,6 +28,7 @@ from sie_server.contract import models as contract_models
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import EncodeRequest, ExtractRequest, GenerateRequest, ItemIn, ScoreRequest
 from sie_server.contract.responses import (
+    CachedTiming,
     EncodeResponse,
     ExtractResponse,
     GatewayModelInfo,
@@ -81,6 +82,12 @@ def _numbered(items: list[AnyItem]) -> list[AnyItem]:
 
 def _timing(parts: list[Timing]) -> Timing:
     return Timing(**{k: max(getattr(p, k) for p in parts) for k in Timing.model_fields})
+
+
+def _cached_timing(parts: list[CachedTiming]) -> CachedTiming:
+    """The slowest part's times, and the items every part answered from its worker's cache."""
+    slowest = _timing(list(parts))
+    return CachedTiming(**slowest.model_dump(), cache_hits=sum(p.cache_hits for p in parts))
 
 
 class GatewayStream:
@@ -231,7 +238,7 @@ class GatewayService:
         return EncodeResponse(
             model=parts[0].model,
             items=[item for part in parts for item in part.items],
-            timing=_timing([p.timing for p in parts]),
+            timing=_cached_timing([p.timing for p in parts]),
             usage=PromptUsage(prompt_tokens=sum(p.usage.prompt_tokens for p in parts)),
             truncated_items=[i for part in parts for i in part.truncated_items],
         )

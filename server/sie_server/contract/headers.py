@@ -23,6 +23,7 @@ MODEL = "x-sie-model"  # the model of a TEI route (api/routes/tei.py) when the b
 REQUEST_ID = "x-request-id"  # the caller's (or a generated) id, returned in the answer and on every log line
 TRACEPARENT = "traceparent"  # W3C trace context, continued by the server's spans and carried to workers
 TRACESTATE = "tracestate"
+CACHE = "x-sie-cache"  # use (default) or bypass: the exact result cache of encode and score (engine/result_cache.py)
 
 
 class Priority(StrEnum):
@@ -74,9 +75,29 @@ class CallOptions:
     wait_for_worker: bool = True
     disconnected: Callable[[], Awaitable[None]] | None = None  # resolves when the caller goes away
     deadline: float | None = None  # wall-clock time (time.time()) after which the caller no longer waits
+    cache: bool = True  # False (X-SIE-Cache: bypass): computed afresh, neither read from nor written to the cache
 
     def remaining_s(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.time()
+
+
+class CacheMode(StrEnum):
+    """``X-SIE-Cache``: ``use`` the result cache (the default) or ``bypass`` it (compute afresh, store nothing)."""
+
+    USE = "use"
+    BYPASS = "bypass"
+
+
+def cache(headers: Mapping[str, str]) -> bool:
+    """Whether the request may use the result cache (``X-SIE-Cache``)."""
+    raw = headers.get(CACHE)
+    if raw is None:
+        return True
+    try:
+        return CacheMode(raw.strip().lower()) is CacheMode.USE
+    except ValueError:
+        modes = ", ".join(m.value for m in CacheMode)
+        raise InvalidInput(f"{display(CACHE)} must be one of {modes}, got {raw!r}") from None
 
 
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
@@ -100,4 +121,5 @@ def call_options(headers: Mapping[str, str], disconnected: Callable[[], Awaitabl
         wait_for_worker=flag(headers, WAIT_FOR_WORKER, True),
         disconnected=disconnected,
         deadline=deadline(headers),
+        cache=cache(headers),
     )

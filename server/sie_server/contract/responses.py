@@ -89,6 +89,13 @@ class Timing(KeepNone):
     inference_ms: float
 
 
+class CachedTiming(Timing):
+    """An encode or score answer's timing: ``cache_hits`` items came from the exact result cache
+    (``X-SIE-Cache``, ``--encode-cache``) instead of a forward pass."""
+
+    cache_hits: int = 0
+
+
 class PromptUsage(KeepNone):
     prompt_tokens: int
 
@@ -133,7 +140,7 @@ class EncodedItem(ShownSparse):
 class EncodeResponse(KeepNone):
     model: str
     items: list[EncodedItem]
-    timing: Timing
+    timing: CachedTiming
     usage: PromptUsage
     truncated_items: list[str]
 
@@ -148,7 +155,7 @@ class ScoreResponse(KeepNone):
     model: str
     query_id: str
     scores: list[ItemScore]
-    timing: Timing
+    timing: CachedTiming
     usage: PromptUsage
     truncated_items: list[str]
 
@@ -400,6 +407,7 @@ class MemoryReport(KeepNone):
     process_bytes: int
     runtime_bytes: int
     models: list[ModelMemory]
+    cache_bytes: int = 0  # the result cache's part of charged_bytes
 
 
 class Readiness(Sparse):

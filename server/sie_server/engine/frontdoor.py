@@ -20,6 +20,7 @@ from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import EncodeRequest, ExtractRequest, GenerateRequest, ItemIn, ScoreRequest
 from sie_server.contract.responses import (
+    CachedTiming,
     Dense,
     EncodeResponse,
     Entity,
@@ -93,6 +94,11 @@ def _timing(timing: engine.Timing) -> Timing:
         tokenization_ms=t["tokenization_ms"],
         inference_ms=t["inference_ms"],
     )
+
+
+def _cached_timing(timing: engine.Timing) -> CachedTiming:
+    """An encode or score timing, with the items the result cache answered."""
+    return CachedTiming.model_construct(**_timing(timing).model_dump(), cache_hits=timing.cache_hits)
 
 
 class LocalStream:
@@ -224,7 +230,7 @@ class EngineFrontDoor:
         return EncodeResponse.model_construct(
             model=outcome.model,
             items=items,
-            timing=_timing(outcome.timing),
+            timing=_cached_timing(outcome.timing),
             usage=PromptUsage.model_construct(prompt_tokens=outcome.prompt_tokens),
             truncated_items=outcome.truncated,
         )
@@ -241,7 +247,7 @@ class EngineFrontDoor:
             model=outcome.model,
             query_id=outcome.query_id,
             scores=[ItemScore(item_id=i, score=v, rank=r) for r, (i, v) in enumerate(outcome.scores)],
-            timing=_timing(outcome.timing),
+            timing=_cached_timing(outcome.timing),
             usage=PromptUsage(prompt_tokens=outcome.prompt_tokens),
             truncated_items=outcome.truncated,
         )
@@ -327,6 +333,8 @@ class EngineFrontDoor:
 
     async def reload(self, model: ModelConfig) -> ModelInfo:
         self.pool.reset(model)
+        if self.inference.results is not None:  # whatever it loads now, no vector of before is served
+            self.inference.results.drop(model.id)
         await self.pool.acquire(model, wait=True, timeout_s=self.settings.load_timeout_s)
         return self.model_info(model)
 

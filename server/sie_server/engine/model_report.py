@@ -69,6 +69,7 @@ def memory_report(pool: ModelPool) -> MemoryReport:
         untracked_bytes=untracked,
         process_bytes=held,
         runtime_bytes=pool.holding.runtime,
+        cache_bytes=pool.cache_bytes,
         models=[
             ModelMemory(
                 id=s.config.id,

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-import numpy as np
-
-from sie_server.adapters.extractors.gliner2 import Gliner2Adapter, SchemaFound
+from sie_server.adapters.extractors.gliner2 import Gliner2Adapter
 from sie_server.adapters.runtime.base import ModelAdapter, Tokens
 from sie_server.adapters.runtime.encoder import ImageEncoder, PairScorer, SpanExtractor, TextEncoder
 from sie_server.adapters.runtime.options import (
     BatchOptions,
     EncodeOptions,
-    Entity,
     ExtractOptions,
     OutputType,
     ScoreOptions,
@@ -27,9 +24,12 @@ from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import ExtractSchema
+from sie_server.engine.cache_scope import Counted, ItemCache, pair_bytes, text_bytes
+from sie_server.engine.coalescing import Resolved
 from sie_server.engine.long_encode import LongInputs
 from sie_server.engine.long_inputs import cut
 from sie_server.engine.lora_tasks import lora_task, task_instruction
+from sie_server.engine.outcomes import EncodeOutcome, ExtractOutcome, ScoreOutcome, TextInput, Timing
 from sie_server.engine.outputs import requested
 from sie_server.engine.scheduler import Scheduler, WorkItem
 from sie_server.engine.similarity import similarity
@@ -39,65 +39,23 @@ from sie_server.memory.pool import ModelPool
 
 In = TypeVar("In")
 SCORE_OUTPUT: dict[str, OutputType] = {"bi_encoder": "dense", "maxsim": "multivector", "sparse_dot": "sparse"}
+__all__ = [  # the outcomes (engine/outcomes.py) are read through this module too
+    "SCORE_OUTPUT",
+    "CallOptions",
+    "CallerGone",
+    "EncodeOutcome",
+    "ExtractOutcome",
+    "InferenceService",
+    "ScoreOutcome",
+    "TextInput",
+    "Timing",
+    "unsupported",
+]
 
 
 def unsupported(model: ModelConfig, task: str) -> InvalidInput:
     """A task the loaded model's family does not do (the catalog declared it, the adapter disagrees)."""
     return InvalidInput(f"model {model.id} does not support {task} (its adapter is {model.adapter})")
-
-
-@dataclass(frozen=True)
-class TextInput:
-    """One input: a text, or (for image-text models) an image with optional text."""
-
-    id: str
-    text: str
-    image: bytes | None = None
-
-
-@dataclass
-class Timing:
-    started: float = field(default_factory=time.perf_counter)
-    tokenization_ms: float = 0.0
-    queue_ms: float = 0.0
-    inference_ms: float = 0.0
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "total_ms": round((time.perf_counter() - self.started) * 1000, 3),
-            "queue_ms": round(self.queue_ms, 3),
-            "tokenization_ms": round(self.tokenization_ms, 3),
-            "inference_ms": round(self.inference_ms, 3),
-        }
-
-
-@dataclass
-class EncodeOutcome:
-    model: str
-    ids: list[str]
-    outputs: list[dict[str, np.ndarray]]
-    truncated: list[str]
-    prompt_tokens: int
-    timing: Timing
-
-
-@dataclass
-class ScoreOutcome:
-    model: str
-    query_id: str
-    scores: list[tuple[str, float]]  # (item id, score), best first
-    truncated: list[str]
-    prompt_tokens: int
-    timing: Timing
-
-
-@dataclass
-class ExtractOutcome:
-    model: str
-    ids: list[str]
-    entities: list[list[Entity]]
-    timing: Timing
-    schema_results: list[SchemaFound] | None = None  # a params.schema request (GLiNER2)
 
 
 class CallerGone(SIEError):
@@ -110,11 +68,21 @@ class CallerGone(SIEError):
 
 
 class InferenceService:
-    def __init__(self, catalog: Catalog, pool: ModelPool, scheduler: Scheduler, *, load_timeout_s: float):
+    def __init__(
+        self,
+        catalog: Catalog,
+        pool: ModelPool,
+        scheduler: Scheduler,
+        *,
+        load_timeout_s: float,
+        results: ItemCache | None = None,
+    ):
+        """``results``: the exact result cache for encode and cross-encoder score items (None: off)."""
         self.catalog = catalog
         self.pool = pool
         self.scheduler = scheduler
         self.load_timeout_s = load_timeout_s
+        self.results = results
         self.tokenizer = TokenizerThread()
 
     def close(self) -> None:
@@ -191,13 +159,16 @@ class InferenceService:
             scorer = await self._adapter(model, call)
             if not isinstance(scorer, PairScorer):
                 raise unsupported(model, "score")
-            tokens = await self._tokenize(
-                timing, partial(scorer.tokenize_pairs, query.text, instruction=instruction), [i.text for i in items]
-            )
-            values = await self._run(model, tokens, ScoreOptions(), call, timing)
-            scores = [float(v) for v in values]
-            truncated = [i.id for i, t in zip(items, tokens, strict=True) if t.truncated]
-            prompt_tokens = sum(t.length for t in tokens)
+            tokenize = partial(scorer.tokenize_pairs, query.text, instruction=instruction)
+            texts = [i.text for i in items]
+            compute = partial(self._computed, model, tokenize, texts, ScoreOptions(), call, timing, True)
+            pairs = [pair_bytes(query.text, text) for text in texts]
+            resolved = await self._each(model, scorer, call, (ScoreOptions(), instruction), pairs, compute)
+            timing.cache_hits += resolved.hits
+            scores = [float(v) for v, _ in resolved.values]
+            counted: list[Counted] = [c for _, c in resolved.values]
+            truncated = [i.id for i, t in zip(items, counted, strict=True) if t.truncated]
+            prompt_tokens = sum(t.length for t in counted)
         else:  # computed from the encode outputs of the query and of each item
             kind = SCORE_OUTPUT[task.mode]
             encoder = await self._adapter(model, call)
@@ -311,34 +282,64 @@ class InferenceService:
         instruction: str | None,
         call: CallOptions,
         timing: Timing,
-    ) -> tuple[list[Any], list[Tokens]]:
-        """Encode outputs and tokens per input, in input order; texts and images run as separate groups."""
+    ) -> tuple[list[Any], list[Counted]]:
+        """Encode outputs and token counts per input, in input order; texts and images run as separate
+        groups, each item looked up in the result cache first (``engine/cache_scope.py``)."""
         images = [k for k, i in enumerate(inputs) if i.image is not None]
         texts = [k for k, i in enumerate(inputs) if i.image is None]
         imager = adapter if isinstance(adapter, ImageEncoder) else None
         if images and imager is None:
             raise InvalidInput(f"model {model.id} takes text only, not images")
-        tokens: list[Tokens | None] = [None] * len(inputs)
-        outputs: list[Any] = [None] * len(inputs)
-        runs = []
+        runs: list[tuple[list[int], Awaitable[Resolved]]] = []
         if texts:
-            text_tokens = await self._tokenize(
-                timing,
-                partial(adapter.encode_tokens, is_query=options.is_query, instruction=instruction),
-                [inputs[k].text for k in texts],
-            )
-            runs.append((texts, text_tokens, self._run(model, text_tokens, options, call, timing)))
+            tokenize = partial(adapter.encode_tokens, is_query=options.is_query, instruction=instruction)
+            words = [inputs[k].text for k in texts]
+            compute = partial(self._computed, model, tokenize, words, options, call, timing, True)
+            contents = [text_bytes(word) for word in words]
+            runs.append((texts, self._each(model, adapter, call, (options, instruction), contents, compute)))
         if images and imager is not None:
             # one call: an unreadable image is named by its position in the list
             pictures = [inputs[k].image or b"" for k in images]
-            image_tokens = await self._tokenize(timing, imager.image_tokens, pictures, split=False)
             image_options = replace(options, modality="image")
-            runs.append((images, image_tokens, self._run(model, image_tokens, image_options, call, timing)))
-        results = await asyncio.gather(*(run for _, _, run in runs))
-        for (positions, group_tokens, _), group_results in zip(runs, results, strict=True):
-            for k, t, r in zip(positions, group_tokens, group_results, strict=True):
-                tokens[k], outputs[k] = t, r
-        return outputs, [t for t in tokens if t is not None]
+            compute = partial(self._computed, model, imager.image_tokens, pictures, image_options, call, timing, False)
+            runs.append((images, self._each(model, adapter, call, (image_options, instruction), pictures, compute)))
+        answers: list[Any] = [None] * len(inputs)  # (output, Counted) per input
+        for (positions, _), resolved in zip(runs, await asyncio.gather(*(run for _, run in runs)), strict=True):
+            timing.cache_hits += resolved.hits
+            for k, answer in zip(positions, resolved.values, strict=True):
+                answers[k] = answer
+        return [a[0] for a in answers], [a[1] for a in answers]
+
+    async def _each(
+        self,
+        model: ModelConfig,
+        adapter: ModelAdapter,
+        call: CallOptions,
+        params: tuple[object, ...],
+        contents: Iterable[bytes],
+        compute: Callable[[list[int]], Awaitable[list[Any]]],
+    ) -> Resolved:
+        """Per item: the cached answer, an identical item's in flight, or ``compute(positions)``."""
+        if self.results is None:
+            values = await compute(list(range(len(list(contents)))))
+            return Resolved(values, computed=len(values))
+        return await self.results.each(self.results.scope(model, adapter, call, *params), list(contents), compute)
+
+    async def _computed(
+        self,
+        model: ModelConfig,
+        tokenize: Callable[[list[In]], list[Tokens]],
+        inputs: list[In],
+        options: BatchOptions,
+        call: CallOptions,
+        timing: Timing,
+        split: bool,
+        positions: list[int],
+    ) -> list[tuple[Any, Counted]]:
+        """The inputs at ``positions`` tokenized and run: each one's result and token count."""
+        tokens = await self._tokenize(timing, tokenize, [inputs[k] for k in positions], split=split)
+        results = await self._run(model, tokens, options, call, timing)
+        return [(r, Counted(t.length, t.truncated)) for r, t in zip(results, tokens, strict=True)]
 
     async def _adapter(self, model: ModelConfig, call: CallOptions) -> ModelAdapter:
         return await self.pool.acquire(model, wait=call.wait_for_load, timeout_s=self.load_timeout_s)

@@ -42,6 +42,14 @@ def parse_budget(text: str | None, available_bytes: int) -> int:
     return value
 
 
+def parse_bytes(text: str) -> int:
+    """``"256MiB"``, ``"1GB"``, ``"1234"`` (bytes) or ``"0"``: a size in bytes, never a fraction."""
+    match = _SIZE.match(text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise ValueError(f"size {text!r}: use bytes with a unit (256MiB, 1GB) or 0")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
 def available_bytes(device: str) -> int:
     """Free device memory (CUDA) or available RAM (CPU, from /proc/meminfo)."""
     if device.startswith("cuda"):

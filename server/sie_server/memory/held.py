@@ -55,3 +55,13 @@ class Holding:
     def untracked(self, charged: int, held: int | None = None) -> int:
         """Bytes held (now, or ``held``) beyond the runtime and the charges (0 when the charges cover everything)."""
         return max(0, (self.now() if held is None else held) - self.runtime - charged)
+
+
+class Reclaimable(Protocol):
+    """Memory charged to the budget beside the models that gives way to them (the result cache,
+    ``engine/result_cache.py``): its bytes count as charged, and a load takes room from it first."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def shrink(self, nbytes: int, reason: str = "budget") -> int: ...

@@ -25,7 +25,7 @@ from sie_server.errors import InvalidInput, ModelLoadFailed, ModelLoading, Resou
 from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_bytes, eviction_plan, exceeds_free_memory
 from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
 from sie_server.memory.heap import freeze_long_lived, thawed
-from sie_server.memory.held import Holding, MemoryProbe, ProcessMemory
+from sie_server.memory.held import Holding, MemoryProbe, ProcessMemory, Reclaimable
 from sie_server.memory.load_progress import LoadProgress, LoadStage
 from sie_server.memory.slots import ModelState, Slot
 from sie_server.observability.metrics import Metrics
@@ -71,6 +71,7 @@ class ModelPool:
         self.torch_prefill_tokens = torch_prefill_tokens  # --torch-prefill-tokens: every profile's (0: off)
         self.is_busy: Callable[[str], bool] = lambda model_id: False
         self._slots: dict[str, Slot] = {}
+        self.reclaimable: Reclaimable | None = None  # the result cache: charged here, gives way to models
         self._tasks: set[asyncio.Task[None]] = set()
         self.holding = Holding(probe or ProcessMemory(device))
         self._warned_over_budget = -OVER_BUDGET_WARN_EVERY_S
@@ -106,8 +107,21 @@ class ModelPool:
 
     @property
     def charged_bytes(self) -> int:
-        """The resident (and loading) models' charges."""
-        return sum(s.charge for s in self._slots.values())
+        """The resident (and loading) models' charges, and the result cache's bytes."""
+        return sum(s.charge for s in self._slots.values()) + self.cache_bytes
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.reclaimable.nbytes if self.reclaimable is not None else 0
+
+    def free_bytes(self) -> int:
+        """What the budget has left (what the result cache may still grow by)."""
+        return self.budget_bytes - self.used_bytes
+
+    def _reclaim(self, need: int) -> None:
+        """Room for ``need`` more bytes taken from the result cache first: it yields to models."""
+        if self.reclaimable is not None and self.reclaimable.nbytes and (short := need - self.free_bytes()) > 0:
+            self.reclaimable.shrink(short)
 
     @property
     def untracked_bytes(self) -> int:
@@ -263,13 +277,14 @@ class ModelPool:
                 "was evicted for it. Raise --memory-budget or lower the profile's max_batch_tokens.",
                 retry_after=None,
             )
+        self._reclaim(need)
         residents = [
             Resident(s.config.id, s.charge, s.last_used, self._evictable(s))
             for s in self._slots.values()
             if s.charge and s.config.id != config.id
         ]
         untracked = self.untracked_bytes
-        plan = eviction_plan(self.budget_bytes - untracked, need, residents)
+        plan = eviction_plan(self.budget_bytes - untracked - self.cache_bytes, need, residents)
         if plan is None:
             beyond = (
                 f" (the process holds {_mib(untracked)} beyond its models' charges: caches and buffers no "
@@ -340,12 +355,13 @@ class ModelPool:
         """Evict least-recently-used idle models while what the process holds is over the budget (its
         holding beyond the charges grew after the loads); nothing when evicting could not bring it
         back under the budget (then a warning, at most once a minute)."""
+        self._reclaim(0)
         untracked = self.untracked_bytes
         self._publish_usage(untracked)
         if self.charged_bytes + untracked <= self.budget_bytes:
             return []
         residents = [Resident(s.config.id, s.charge, s.last_used, self._evictable(s)) for s in self._slots.values()]
-        plan = eviction_plan(self.budget_bytes - untracked, 0, [r for r in residents if r.charge])
+        plan = eviction_plan(self.budget_bytes - untracked - self.cache_bytes, 0, [r for r in residents if r.charge])
         if plan is None:
             now = time.monotonic()
             if now - self._warned_over_budget >= OVER_BUDGET_WARN_EVERY_S:

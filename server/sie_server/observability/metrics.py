@@ -115,5 +115,30 @@ class Metrics:
             registry=r,
         )
 
+        self.cache_hits = Counter(
+            "sie_cache_hits", "Encode and score items answered from the result cache", ["model"], registry=r
+        )
+        self.cache_misses = Counter(
+            "sie_cache_misses", "Encode and score items computed for the result cache (one per distinct item)",
+            ["model"], registry=r,
+        )  # fmt: skip
+        self.cache_coalesced = Counter(
+            "sie_cache_coalesced",
+            "Encode and score items answered by an identical item already being computed (in flight or in the request)",
+            ["model"],
+            registry=r,
+        )
+        self.cache_evictions = Counter(
+            "sie_cache_evictions",
+            "Result cache entries dropped, by reason (lru: its size; budget: a model needed the room; "
+            "generation: the model's revision or precision changed; reload)",
+            ["model", "reason"],
+            registry=r,
+        )
+        self.cache_bytes = Gauge(
+            "sie_cache_bytes", "Bytes the result cache holds (charged to the memory budget)", registry=r
+        )
+        self.cache_entries = Gauge("sie_cache_entries", "Entries in the result cache", registry=r)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
