@@ -151,6 +151,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-inflight", type=int, default=None, help="the server's --batch-inflight")
     parser.add_argument("--skip-share", action="store_true")
+    parser.add_argument("--server-arg", action="append", default=[], help="more flags for the server (repeat)")
     args = parser.parse_args()
     print(f"CPU: {cpu_model()}; {cpu_flags_line()}; {load_line()}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,6 +163,8 @@ def main() -> None:
         server_args += ["--batch-max-lines", str(max(args.lines, args.kill_lines))]
         if args.batch_inflight:
             server_args += ["--batch-inflight", str(args.batch_inflight)]
+        server_args += [a for arg in args.server_arg for a in arg.split()]
+        print(f"server flags: {' '.join(server_args[server_args.index('--threads') :])}")
         if not args.skip_share:
             with ServerProcess(catalog, *server_args, log=root / "share.log") as server:
                 client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)

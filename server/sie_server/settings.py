@@ -249,7 +249,7 @@ class Settings(CommonSettings):
         description="folder for what outlives the process: Batch API files, batch state and finished lines (SQLite)",
     )
     batch_inflight: int = Field(
-        default=32,
+        default=8,
         ge=1,
         description="Batch API lines of all batches in flight at once (each at the batch priority): the most of the "
         "queue batches hold, so live calls keep their latency",
