@@ -9,6 +9,7 @@ with the server's code, and the session goes on; ``/mcp`` takes the same API key
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -29,6 +30,8 @@ from tests.helpers.server import ServerProcess
 
 TOOLS = {"encode", "score", "extract", "generate", "list_models"}
 GLINER = "test/tiny-gliner"
+CLIP = "test/tiny-clip"
+TINY_BPE = "test/tiny-bpe-llm"  # torch, random weights: only the grammar shapes its output
 TEXTS = ["A cat sat on the mat.", "Stock markets fell sharply on Monday."]
 SIE_SERVER = str(Path(sys.executable).with_name("sie-server"))
 
@@ -73,12 +76,13 @@ async def test_the_five_tools_have_typed_input_and_output_schemas(base_url: str)
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == TOOLS
     encode = tools["encode"].input_schema
-    assert set(encode["required"]) == {"model", "texts"}
-    assert encode["properties"]["texts"]["type"] == "array" and encode["properties"]["texts"]["items"] == {
-        "type": "string"
-    }
+    assert set(encode["required"]) == {"model"}  # and exactly one of texts or images
+    assert encode["properties"]["texts"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}, "minItems": 1}
+    assert {"texts", "images"} <= set(encode["properties"])
+    assert {"options", "blocks"} <= set(tools["extract"].input_schema["properties"])
     assert encode["additionalProperties"] is False  # a misspelt argument is refused
     generate = tools["generate"].input_schema["properties"]
+    assert {"grammar", "response_format"} <= set(generate)
     assert generate["max_new_tokens"]["type"] == "integer" and generate["max_new_tokens"]["minimum"] == 1
     assert tools["list_models"].input_schema["properties"]["task"]["anyOf"][0]["enum"] == [
         "encode", "score", "extract", "generate"
@@ -139,7 +143,8 @@ async def test_extract_reads_entities_and_documents(base_url: str) -> None:
                 "extract", {"model": GLINER, "text": text, "labels": ["company", "amount"], "threshold": 0.0}
             )
         )
-        page = answer(await session.call_tool("extract", {"model": DOCLING, "document": document}))
+        page = answer(await session.call_tool("extract", {"model": DOCLING, "document": document, "blocks": True}))
+        once = answer(await session.call_tool("extract", {"model": DOCLING, "document": document}))
         broken = await session.call_tool(
             "extract", {"model": DOCLING, "document": {"data": base64.b64encode(b"%PDF-1.7 junk").decode()}}
         )
@@ -150,7 +155,10 @@ async def test_extract_reads_entities_and_documents(base_url: str) -> None:
         ("Price list", "heading"),
         ("Widgets cost 4.00 EUR.", "paragraph"),
     ]
-    assert "Price list" in page["data"]["markdown"]
+    assert "Price list" in page["data"]["markdown"] and "Price list" in page["data"]["text"]
+    # by default a document's text comes once: the markdown, without the plain text or one entity per block
+    assert once["entities"] == [] and "text" not in once["data"]
+    assert once["data"]["markdown"] == page["data"]["markdown"]
     assert broken.is_error and broken.structured_content is not None
     assert broken.structured_content["code"] == "INVALID_INPUT"  # the item's own error, as /v1/extract gives it
 
@@ -275,3 +283,76 @@ def test_the_flag_adds_names_to_the_allowed_hosts(keyed: ServerProcess) -> None:
     other = mcp_post(keyed.url, {**key, "Host": "sie.external:8080"})
     assert named.status_code == 200 and {tool["name"] for tool in named.json()["result"]["tools"]} == TOOLS
     assert other.status_code == 421
+
+
+def v1_image_dense(base_url: str, model: str, images: list[bytes]) -> np.ndarray:
+    items = [{"images": [{"data": base64.b64encode(i).decode(), "format": "png"}]} for i in images]
+    r = httpx.post(f"{base_url}/v1/encode/{model}", json={"items": items}, timeout=120)
+    assert r.status_code == 200, r.text
+    return np.array([item["dense"]["values"] for item in r.json()["items"]], dtype=np.float32)
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_encode_takes_images(base_url: str, transport: str) -> None:
+    pictures = [png(text_image(["one"])), png(text_image(["two", "lines"]))]
+    images = [{"data": base64.b64encode(p).decode(), "format": "png"} for p in pictures]
+    session_for = over_http if transport == "http" else over_stdio
+    async with session_for(base_url) as session:
+        found = answer(await session.call_tool("encode", {"model": CLIP, "images": images}))
+        both = await session.call_tool("encode", {"model": CLIP, "images": images, "texts": ["x"]})
+    vectors = np.array([v["dense"] for v in found["vectors"]], dtype=np.float32)
+    np.testing.assert_allclose(vectors, v1_image_dense(base_url, CLIP, pictures), atol=1e-5)
+    assert both.is_error and both.structured_content is not None
+    assert (
+        both.structured_content["code"] == "INVALID_INPUT"
+        and "exactly one of texts or images" in (both.structured_content["message"])
+    )
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_extract_passes_the_models_options_and_refuses_one_it_lacks(base_url: str, transport: str) -> None:
+    image = {"data": base64.b64encode(png(text_image(INVOICE_LINES))).decode(), "format": "png"}
+    session_for = over_http if transport == "http" else over_stdio
+    async with session_for(base_url) as session:
+        call = {"model": OCR, "image": image}
+        read = answer(await session.call_tool("extract", {**call, "options": {"text_score": 0.5}}))
+        strict = answer(await session.call_tool("extract", {**call, "options": {"text_score": 1.0}}))
+        refused = await session.call_tool("extract", {**call, "options": {"colour": "red"}})
+    assert [e["text"] for e in read["entities"]] == INVOICE_LINES
+    assert len(strict["entities"]) < len(INVOICE_LINES)  # no line scores above 1.0: the option reached the model
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["code"] == "INVALID_INPUT" and "'colour'" in refused.structured_content["message"]
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_generate_takes_a_grammar_or_a_response_format(base_url: str, transport: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"enum": ["red", "green", "blue"]}},
+        "required": ["colour"],
+        "additionalProperties": False,
+    }
+    ask = [{"role": "user", "content": "Name a colour."}]
+    response_format = {"type": "json_schema", "json_schema": {"name": "colour", "schema": schema}}
+    session_for = over_http if transport == "http" else over_stdio
+    async with session_for(base_url) as session:
+        yes_no = answer(
+            await session.call_tool(
+                "generate",
+                {"model": TINY_BPE, "prompt": "Is it?", "grammar": {"regex": "(yes|no)"}, "max_new_tokens": 8},
+            )
+        )
+        shaped = answer(
+            await session.call_tool(
+                "generate", {"model": SMOLLM, "messages": ask, "response_format": response_format, "max_new_tokens": 24}
+            )
+        )
+        both = await session.call_tool(
+            "generate",
+            {"model": SMOLLM, "prompt": "x", "grammar": {"regex": "a"}, "response_format": {"type": "json_object"}},
+        )
+        bad = await session.call_tool("generate", {"model": SMOLLM, "prompt": "x", "grammar": {"regex": "("}})
+    assert yes_no["text"] in ("yes", "no") and yes_no["finish_reason"] == "stop"
+    assert shaped["finish_reason"] == "stop" and json.loads(shaped["text"])["colour"] in ("red", "green", "blue")
+    assert both.is_error and both.structured_content is not None and both.structured_content["code"] == "INVALID_INPUT"
+    assert bad.is_error and bad.structured_content is not None and bad.structured_content["code"] == "INVALID_INPUT"

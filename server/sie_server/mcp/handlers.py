@@ -35,6 +35,7 @@ from sie_server.mcp.tools import (
     ListModelsOutput,
     Output,
     ScoreInput,
+    as_asked,
 )
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ async def _run(backend: Backend, args: Input, headers: Mapping[str, str]) -> Out
         ranked = await backend.score(args, headers)
         return ranked.model_copy(update={"results": ranked.results[: args.top_n]}) if args.top_n else ranked
     if isinstance(args, ExtractInput):
-        return await backend.extract(args, headers)
+        return as_asked(args, await backend.extract(args, headers))
     if isinstance(args, GenerateInput):
         return await backend.generate(args, headers)
     assert isinstance(args, ListModelsInput)

@@ -46,7 +46,10 @@ class SDKBackend:
         self.client = client
 
     async def encode(self, args: EncodeInput, headers: Mapping[str, str]) -> EncodeOutput:
-        items: list[Item | str] = [{"id": str(i), "text": t} for i, t in enumerate(args.texts)]
+        items: list[Item | str] = [{"id": str(i), "text": t} for i, t in enumerate(args.texts or [])]
+        for i, image in enumerate(args.images or []):
+            sent = {"data": image.data, "format": image.format} if image.format else image.data  # bytes: sniffed
+            items.append({"id": str(i), "images": [sent]})
         results = await self.client.encode(
             args.model, items, output_types=list(args.output_types), is_query=args.is_query or None, dims=args.dims
         )
@@ -67,7 +70,9 @@ class SDKBackend:
             item["document"] = {"data": args.document.data, "format": args.document.format or ""}
         if args.image is not None:
             item["images"] = [{"data": args.image.data, "format": args.image.format or "png"}]
-        result = await self.client.extract(args.model, item, labels=args.labels, threshold=args.threshold)
+        result = await self.client.extract(
+            args.model, item, labels=args.labels, threshold=args.threshold, options=args.options
+        )
         if "error" in result:
             raise ItemFailed(result["error"]["code"], result["error"]["message"])
         found: dict[str, Any] = {key: result.get(key, {} if key == "data" else []) for key in EXTRACTED}
@@ -86,6 +91,7 @@ class SDKBackend:
             top_p=args.top_p,
             stop=args.stop,
             seed=args.seed,
+            grammar=constraint.model_dump(exclude_none=True) if (constraint := args.constraint()) else None,
         )
         usage = UsageOut.model_validate(answer.get("usage", {}))
         model, text = answer.get("model", args.model), answer.get("text", "")

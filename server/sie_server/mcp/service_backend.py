@@ -75,9 +75,12 @@ class ServiceBackend:
         config = self._model(args.model, "encode")
         options = {"is_query": True} if args.is_query else None
         params = EncodeParams(output_types=list(args.output_types), dims=args.dims, options=options)
-        request = EncodeRequest(
-            items=[EncodeItemIn(id=str(i), text=t) for i, t in enumerate(args.texts)], params=params
-        )
+        if args.images is not None:
+            images = [ImageIn(data=m.data, format=m.format) for m in args.images]
+            items = [EncodeItemIn(id=str(i), images=[image]) for i, image in enumerate(images)]
+        else:
+            items = [EncodeItemIn(id=str(i), text=t) for i, t in enumerate(args.texts or [])]
+        request = EncodeRequest(items=items, params=params)
         self.service.limits.items(request.items, config)
         check_params(params)
         check_dims(config, args.dims, "dims")
@@ -107,7 +110,7 @@ class ServiceBackend:
             images=[ImageIn(data=args.image.data, format=args.image.format)] if args.image else None,
         )
         self.service.limits.items([item], config)
-        params = ExtractParams(labels=args.labels, threshold=args.threshold)
+        params = ExtractParams(labels=args.labels, threshold=args.threshold, options=args.options)
         call = call_options(headers)
         async with within(call):
             answer = await self.service.extract(config, ExtractRequest(items=[item], params=params), call)
@@ -128,6 +131,7 @@ class ServiceBackend:
             top_p=args.top_p,
             stop=args.stop,
             seed=args.seed,
+            grammar=args.constraint(),
         )
         check_generate(request, self.service.limits)
         call = call_options(headers)

@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import Base64Bytes, BaseModel, ConfigDict, Field, model_validator
 
+from sie_server.contract.grammar_wire import GrammarIn, ResponseFormat
+
 Task = Literal["encode", "score", "extract", "generate"]
 OutputType = Literal["dense", "sparse", "multivector"]
 MODEL = Field(description="a model id, as list_models gives it (e.g. sentence-transformers/all-MiniLM-L6-v2)")
@@ -27,14 +29,30 @@ class Output(BaseModel):
 # ----- inputs
 
 
+class Media(Input):
+    data: Base64Bytes = Field(description="the file's bytes, base64")
+    format: str | None = Field(default=None, description="a hint: pdf, docx, pptx, xlsx, html, md; png, jpeg")
+
+
 class EncodeInput(Input):
     model: str = MODEL
-    texts: list[str] = Field(min_length=1, description="the texts to embed, one vector (set) each, in order")
+    texts: list[str] | None = Field(
+        default=None, min_length=1, description="the texts to embed, one vector (set) each, in order"
+    )
+    images: list[Media] | None = Field(
+        default=None, min_length=1, description="or images to embed (CLIP, SigLIP and other image models), one each"
+    )
     output_types: list[OutputType] = Field(
         default=["dense"], min_length=1, description="which vectors to return (the model must give them)"
     )
     is_query: bool = Field(default=False, description="embed as search queries (models with a query prefix)")
     dims: int | None = Field(default=None, ge=1, description="cut dense vectors to one of the model's Matryoshka dims")
+
+    @model_validator(mode="after")
+    def _one_input(self) -> EncodeInput:
+        if (self.texts is None) == (self.images is None):
+            raise ValueError("send exactly one of texts or images")
+        return self
 
 
 class ScoreInput(Input):
@@ -42,11 +60,6 @@ class ScoreInput(Input):
     query: str = Field(description="what the documents are ranked against")
     documents: list[str] = Field(min_length=1, description="the texts to rank")
     top_n: int | None = Field(default=None, ge=1, description="return only the best top_n")
-
-
-class Media(Input):
-    data: Base64Bytes = Field(description="the file's bytes, base64")
-    format: str | None = Field(default=None, description="a hint: pdf, docx, pptx, xlsx, html, md; png, jpeg")
 
 
 class ExtractInput(Input):
@@ -58,6 +71,16 @@ class ExtractInput(Input):
         default=None, min_length=1, description="entity types or object classes to look for (e.g. person, date)"
     )
     threshold: float | None = Field(default=None, ge=0, le=1, description="the lowest score kept")
+    options: dict[str, Any] | None = Field(
+        default=None,
+        description="the model's own options, as /v1/extract takes them (e.g. Florence-2's task, a detector's "
+        "thresholds); an option the model does not have is refused by name",
+    )
+    blocks: bool = Field(
+        default=False,
+        description="for a document: also return its text blocks (entities with page and bbox) and its plain "
+        "text; by default a document's answer carries its text once, as markdown",
+    )
 
     @model_validator(mode="after")
     def _one_input(self) -> ExtractInput:
@@ -83,12 +106,26 @@ class GenerateInput(Input):
     top_p: float = Field(default=1.0, gt=0, le=1)
     stop: list[str] | None = Field(default=None, description="stop before any of these strings")
     seed: int | None = Field(default=None, description="a seed, for repeatable sampling")
+    grammar: GrammarIn | None = Field(
+        default=None, description="constrain the output: exactly one of json_schema, regex or ebnf (as /v1/generate)"
+    )
+    response_format: ResponseFormat | None = Field(
+        default=None, description="or OpenAI's response_format: text, json_object, or json_schema {name, schema}"
+    )
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerateInput:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("send exactly one of prompt or messages")
+        if self.grammar is not None and self.response_format is not None:
+            raise ValueError("send at most one of grammar or response_format")
         return self
+
+    def constraint(self) -> GrammarIn | None:
+        """The grammar the output must match, from ``grammar`` or ``response_format`` (None: free text)."""
+        if self.response_format is not None:
+            return self.response_format.grammar()
+        return self.grammar
 
 
 class ListModelsInput(Input):
@@ -237,16 +274,28 @@ class ToolSpec:
 
 
 TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("encode", "Embed texts", "Embed texts with an embedding model: dense (and, where the model gives "
-             "them, sparse or multivector) vectors, one per text, in order.", EncodeInput, EncodeOutput),
+    ToolSpec("encode", "Embed texts or images", "Embed texts (or images, base64, with an image model) with an "
+             "embedding model: dense (and, where the model gives them, sparse or multivector) vectors, one per "
+             "text or image, in order.", EncodeInput, EncodeOutput),
     ToolSpec("score", "Rerank documents", "Rank documents by relevance to a query with a reranker or embedding "
              "model; results are best first, each with the document's index.", ScoreInput, ScoreOutput),
     ToolSpec("extract", "Extract from text, documents or images", "Find entities of the given labels in a text, "
              "or read a document or image (base64) where the model parses them: entities, objects, "
-             "classifications and document data.", ExtractInput, ExtractOutput),
+             "classifications and document data (a document's markdown; its blocks when asked).",
+             ExtractInput, ExtractOutput),
     ToolSpec("generate", "Generate text", "Generate text with a small language model from a prompt or chat "
-             "messages; returns the text and the token counts.", GenerateInput, GenerateOutput),
+             "messages, optionally constrained by a grammar or response_format (JSON schema, regex); returns "
+             "the text and the token counts.", GenerateInput, GenerateOutput),
     ToolSpec("list_models", "List models", "The models this server serves, with their tasks, inputs, vector "
              "dims and state; optionally only those that do one task.", ListModelsInput, ListModelsOutput),
 )  # fmt: skip
 BY_NAME = {spec.name: spec for spec in TOOLS}
+
+
+def as_asked(args: ExtractInput, answer: ExtractOutput) -> ExtractOutput:
+    """A document's answer with its text once (the markdown), unless the caller asked for its blocks: the
+    blocks (entities) and the plain text repeat the markdown's words, three times the tokens for an agent."""
+    if args.document is None or args.blocks:
+        return answer
+    data = {key: value for key, value in answer.data.items() if key != "text"}
+    return answer.model_copy(update={"entities": [], "data": data})
