@@ -30,6 +30,7 @@ from sie_server.api.routes import (
     responses,
     score,
     status,
+    tasks,
     tei,
     tei_tokens,
     tokenize,
@@ -79,6 +80,7 @@ def create_api(
         tei_tokens,
         tokenize,
         batches,
+        tasks,
     ):
         app.include_router(module.router)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # JSON-RPC: not in the OpenAPI spec

@@ -1,0 +1,120 @@
+"""The pipeline tasks' wire models (``POST /v1/tasks/{task}`` and the MCP task tools): one request and one
+answer per task. The caps are checked by the task before any work (``sie_server/tasks/common.py``)."""
+
+from __future__ import annotations
+
+from pydantic import Base64Bytes, BaseModel, ConfigDict, Field, model_validator
+
+
+class TaskWire(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class TaskModels(TaskWire):
+    """The model of each step; a step left out uses the server's default (``sie_server/tasks/common.py``)."""
+
+    embed: str | None = Field(default=None, description="the embedder that shortlists passages (encode)")
+    rerank: str | None = Field(default=None, description="the model that ranks the shortlist (score)")
+    generate: str | None = Field(default=None, description="the language model that writes the answer")
+    document: str | None = Field(default=None, description="the document parser (extract, e.g. docling)")
+    ocr: str | None = Field(default=None, description="the OCR model used when the parser finds almost no text")
+    ner: str | None = Field(default=None, description="the entity model (extract with labels, e.g. GLiNER)")
+
+
+class FileIn(TaskWire):
+    data: Base64Bytes = Field(description="the file's bytes, base64")
+    format: str | None = Field(default=None, description="a hint: pdf, docx, pptx, xlsx, html, md")
+
+
+class SourceIn(TaskWire):
+    """One document: plain text, or a file the document model parses."""
+
+    text: str | None = None
+    file: FileIn | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SourceIn:
+        if (self.text is None) == (self.file is None):
+            raise ValueError("send exactly one of text or file")
+        return self
+
+
+# ----- docs_to_markdown
+
+
+class DocsToMarkdownRequest(TaskWire):
+    file: FileIn
+    models: TaskModels = Field(default_factory=TaskModels)
+
+
+class DocsToMarkdownResponse(TaskWire):
+    markdown: str
+    text: str
+    pages: int = Field(description="pages the parser saw (0 for formats without pages)")
+    source_bytes: int = Field(description="the size of the file sent")
+    ocr_fallback: bool = Field(description="the parser found almost no text, so the OCR model read the file")
+    models: dict[str, str] = Field(description="the model each step ran on")
+
+
+# ----- answer_questions
+
+
+class AnswerQuestionsRequest(TaskWire):
+    documents: list[SourceIn] = Field(min_length=1)
+    questions: list[str] = Field(min_length=1)
+    top_k: int = Field(default=3, ge=1, le=8, description="passages the answer may use")
+    shortlist: int = Field(default=12, ge=1, le=64, description="passages the embedder hands to the reranker")
+    min_score: float | None = Field(
+        default=None,
+        description="below this rerank score the passages do not hold the answer: 'not in the documents' without "
+        "generating (default: 0 for cross-encoder logits, 0.3 for a bi-encoder's cosine)",
+    )
+    chunk_chars: int = Field(default=600, ge=100, le=2000, description="the longest passage, in characters")
+    max_new_tokens: int = Field(default=96, ge=1, le=512)
+    models: TaskModels = Field(default_factory=TaskModels)
+
+
+class Passage(TaskWire):
+    document: int = Field(description="the document's index in `documents`")
+    start: int = Field(description="character offset of the passage in that document's text")
+    end: int
+    text: str
+    score: float = Field(description="the rerank score")
+
+
+class Answer(TaskWire):
+    question: str
+    answer: str
+    found: bool = Field(description="false: the passages do not hold the answer ('not in the documents')")
+    passages: list[Passage] = Field(description="the passages the answer was written from, best first")
+
+
+class AnswerQuestionsResponse(TaskWire):
+    answers: list[Answer]
+    models: dict[str, str]
+
+
+# ----- redact_pii
+
+
+class RedactPiiRequest(TaskWire):
+    text: str = Field(min_length=1)
+    labels: list[str] = Field(
+        default=["person", "organization", "location", "address"],
+        min_length=1,
+        max_length=32,
+        description="the entity types the NER model looks for (e-mail addresses and phone numbers are always found)",
+    )
+    known: dict[str, list[str]] | None = Field(
+        default=None, description="values to redact wherever they appear, by label (e.g. names from a CRM)"
+    )
+    threshold: float = Field(default=0.5, ge=0, le=1, description="the lowest NER score redacted")
+    models: TaskModels = Field(default_factory=TaskModels)
+
+
+class RedactPiiResponse(TaskWire):
+    """The placeholder-to-value map never leaves the server."""
+
+    redacted_text: str
+    counts: dict[str, int] = Field(description="distinct values redacted, by placeholder label")
+    models: dict[str, str]

@@ -1,0 +1,177 @@
+"""What the tasks share: the default model of each step, the caps checked before any work, the check that
+every model a task needs can load (before its first step), text chunking with offsets, and a document's
+text through the document model."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from sie_server.api.service import Service
+from sie_server.catalog.schema import ModelConfig
+from sie_server.contract import models as model_rules
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.requests import DocumentIn, ExtractRequest, ItemIn
+from sie_server.contract.tasks_wire import FileIn, TaskModels
+from sie_server.errors import InvalidInput, ModelLoadFailed, PayloadTooLarge
+
+# the model of each step when the request names none (TaskModels overrides any of them)
+DEFAULTS: dict[str, str] = {
+    "embed": "sentence-transformers/all-MiniLM-L6-v2",
+    "rerank": "cross-encoder/ms-marco-MiniLM-L-6-v2",
+    "generate": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "document": "docling-project/docling",
+    "ocr": "RapidAI/PP-OCRv6",
+    "ner": "urchade/gliner_multi_pii-v1",
+}
+# the service call each step makes
+STEP_TASK = {
+    "embed": "encode",
+    "rerank": "score",
+    "generate": "generate",
+    "document": "extract",
+    "ocr": "extract",
+    "ner": "extract",
+}
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Refused with 400/413 before any work."""
+
+    max_chars: int = 200_000  # all text of one task, documents' extracted text included
+    max_documents: int = 16
+    max_file_bytes: int = 20 * 1024 * 1024
+    max_pages: int = 100
+    max_questions: int = 8
+    max_chunks: int = 512
+
+
+CAPS = Caps()
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0")
+
+
+async def models_for(task: str, svc: Service, steps: tuple[str, ...], chosen: TaskModels) -> dict[str, ModelConfig]:
+    """Each step's model, resolved and able to load (MODEL_NOT_FOUND / MODEL_LOAD_FAILED naming the model and
+    the command that fetches it), all before the first step runs."""
+    configs: dict[str, ModelConfig] = {}
+    for step in steps:
+        model_id = getattr(chosen, step) or DEFAULTS[step]
+        config = svc.resolve(model_id)
+        model_rules.require_task(config, STEP_TASK[step])
+        info = await svc.model(config)
+        fetch = f"fetch it with `sie-server models pull {config.id}` where the hub is reachable"
+        if info.state == "failed":
+            raise ModelLoadFailed(
+                f"task {task} needs {config.id} for its {step} step, and it failed to load "
+                f"({info.last_error or 'no detail'}); {fetch}, or name another with models.{step}"
+            )
+        if _offline() and not info.available_offline:
+            raise ModelLoadFailed(
+                f"task {task} needs {config.id} for its {step} step, which is not cached and this server is offline; "
+                f"{fetch}, or name another with models.{step}"
+            )
+        configs[step] = config
+    return configs
+
+
+def used(configs: dict[str, ModelConfig]) -> dict[str, str]:
+    return {step: config.id for step, config in configs.items()}
+
+
+def check_text(text: str, where: str, caps: Caps = CAPS) -> None:
+    if len(text) > caps.max_chars:
+        raise PayloadTooLarge(f"{where} is {len(text)} characters; a task takes at most {caps.max_chars}")
+
+
+_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+_COUNT = re.compile(rb"/Count\s+(\d{1,9})")
+
+
+def pdf_pages(data: bytes) -> int:
+    """A PDF's pages without parsing it: the largest page-tree /Count, else the page objects."""
+    counts = [int(n) for n in _COUNT.findall(data)]
+    return max(counts) if counts else len(_PAGE.findall(data))
+
+
+def check_file(file: FileIn, where: str, caps: Caps = CAPS) -> None:
+    """Size, and for a PDF its page objects (counted without parsing it)."""
+    if len(file.data) > caps.max_file_bytes:
+        raise PayloadTooLarge(f"{where} is {len(file.data)} bytes; a task takes files of at most {caps.max_file_bytes}")
+    if file.data[:5] == b"%PDF-":
+        pages = pdf_pages(file.data)
+        if pages > caps.max_pages:
+            raise PayloadTooLarge(f"{where} has {pages} pages; a task takes at most {caps.max_pages}")
+
+
+def check_count(count: int, limit: int, what: str) -> None:
+    if count > limit:
+        raise InvalidInput(f"{count} {what} in one task; the limit is {limit}")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    document: int
+    start: int
+    end: int
+    text: str
+
+
+_BREAK = re.compile(r"\n\s*\n|(?<=[.!?])\s+|\n")
+
+
+def chunks(document: int, text: str, size: int) -> list[Chunk]:
+    """Passages of at most ``size`` characters, cut at paragraph, sentence or line ends where possible,
+    each with its character offsets in ``text``."""
+    pieces: list[tuple[int, int]] = []
+    at = 0
+    for match in _BREAK.finditer(text):
+        pieces.append((at, match.start()))
+        at = match.end()
+    pieces.append((at, len(text)))
+    found: list[Chunk] = []
+    start = end = -1
+    for a, b in pieces:
+        while b - a > size:  # one sentence longer than a passage: cut it
+            if start >= 0:
+                found.append(Chunk(document, start, end, text[start:end]))
+                start = -1
+            found.append(Chunk(document, a, a + size, text[a : a + size]))
+            a += size
+        if a >= b:
+            continue
+        if start >= 0 and b - start > size:
+            found.append(Chunk(document, start, end, text[start:end]))
+            start = -1
+        if start < 0:
+            start = a
+        end = b
+    if start >= 0:
+        found.append(Chunk(document, start, end, text[start:end]))
+    return [c for c in found if c.text.strip()]
+
+
+@dataclass(frozen=True)
+class Parsed:
+    text: str
+    markdown: str
+    pages: int
+
+
+async def parse(svc: Service, model: ModelConfig, file: FileIn, call: CallOptions) -> Parsed:
+    """A file's text through a document (or OCR) model; a file it cannot read is the caller's (400)."""
+    item = ItemIn(id="0", document=DocumentIn(data=file.data, format=file.format))
+    svc.limits.items([item], model)
+    answer = await svc.extract(model, ExtractRequest(items=[item]), call)
+    found = answer.items[0]
+    if found.error is not None:
+        raise InvalidInput(f"{model.id} could not read the file: {found.error.message}")
+    data = found.data or {}
+    text = str(data.get("text") or "") or "\n".join(e.text for e in found.entities)
+    pages = data.get("pages")
+    count = len(pages) if isinstance(pages, list) else 0
+    return Parsed(text=text, markdown=str(data.get("markdown") or text), pages=count)

@@ -1,0 +1,64 @@
+"""One table of the tasks: name, title, description, request and answer types, and the function that runs
+it over a ``Service``. The HTTP routes and the MCP task tools are built from it; a new task is a module and
+a line here."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from sie_server.api.service import Service
+from sie_server.contract.headers import CallOptions
+from sie_server.contract.tasks_wire import (
+    AnswerQuestionsRequest,
+    AnswerQuestionsResponse,
+    DocsToMarkdownRequest,
+    DocsToMarkdownResponse,
+    RedactPiiRequest,
+    RedactPiiResponse,
+)
+from sie_server.tasks import answer_questions, docs_to_markdown, redact_pii
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    title: str
+    description: str
+    request: type[BaseModel]
+    response: type[BaseModel]
+    run: Callable[[Service, Any, CallOptions], Awaitable[BaseModel]]
+
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            docs_to_markdown.NAME,
+            docs_to_markdown.TITLE,
+            docs_to_markdown.DESCRIPTION,
+            DocsToMarkdownRequest,
+            DocsToMarkdownResponse,
+            docs_to_markdown.run,
+        ),
+        TaskSpec(
+            answer_questions.NAME,
+            answer_questions.TITLE,
+            answer_questions.DESCRIPTION,
+            AnswerQuestionsRequest,
+            AnswerQuestionsResponse,
+            answer_questions.run,
+        ),
+        TaskSpec(
+            redact_pii.NAME,
+            redact_pii.TITLE,
+            redact_pii.DESCRIPTION,
+            RedactPiiRequest,
+            RedactPiiResponse,
+            redact_pii.run,
+        ),
+    )
+}
