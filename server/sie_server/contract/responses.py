@@ -277,10 +277,12 @@ class GenerateResponse(KeepNone):
 
 
 class GenerateChunk(Sparse):
-    """One server-sent event of a streamed ``/v1/generate``; the last carries ``usage``."""
+    """One server-sent event of a streamed ``/v1/generate``; the last carries ``usage`` and ``done``."""
 
     model: str
     text: str
+    text_delta: str | None = Field(default=None, description="the same as text: sie-sdk 0.10.1's name for it")
+    done: bool | None = Field(default=None, description="true on the last event (sie-sdk 0.10.1 reads it)")
     finish_reason: str | None = None
     usage: Usage | None = None
     tool_format: str | None = Field(

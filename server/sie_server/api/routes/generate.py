@@ -61,7 +61,15 @@ async def start(request: Request, config: ModelConfig, body: GenerateRequest, op
 
 def last_chunk(model: str, s: TextStream) -> GenerateChunk:
     """How the stream ended; with tools, the tool format its text is in (a gateway reads the text with it)."""
-    return GenerateChunk(model=model, text="", finish_reason=s.finish_reason, usage=s.usage, tool_format=s.tool_format)
+    return GenerateChunk(
+        model=model,
+        text="",
+        text_delta="",
+        done=True,
+        finish_reason=s.finish_reason,
+        usage=s.usage,
+        tool_format=s.tool_format,
+    )
 
 
 @router.post("/v1/generate/{model:path}", **doc(GenerateResponse, body=GenerateRequest, stream=GenerateChunk))
@@ -74,7 +82,7 @@ async def generate(request: Request, model: str = MODEL) -> Response:
     if body.stream:
         return sse(
             stream,
-            lambda delta: GenerateChunk(model=config.id, text=delta),
+            lambda delta: GenerateChunk(model=config.id, text=delta, text_delta=delta),
             lambda s: [last_chunk(config.id, s)],
             options,
         )
