@@ -69,3 +69,22 @@ def with_attachment(pdf: bytes, size: int) -> bytes:
     document.save(out)
     document.close()
     return out.getvalue()
+
+
+def joined_pdf(parts: list[bytes]) -> bytes:
+    """One PDF of the given PDFs' pages, in order (text pages and scanned pages mixed, say)."""
+    import pypdfium2 as pdfium
+
+    joined = pdfium.PdfDocument.new()
+    try:
+        for part in parts:
+            source = pdfium.PdfDocument(part)
+            try:
+                joined.import_pages(source)
+            finally:
+                source.close()
+        buffer = io.BytesIO()
+        joined.save(buffer)
+        return buffer.getvalue()
+    finally:
+        joined.close()

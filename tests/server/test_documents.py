@@ -21,7 +21,7 @@ from tests.helpers.document_files import (
     replace_member,
     zip_declaring,
 )
-from tests.helpers.documents import INVOICE_LINES, scanned_pdf, text_image
+from tests.helpers.documents import INVOICE_LINES, joined_pdf, scanned_pdf, text_image
 
 
 def b64(data: bytes) -> str:
@@ -75,6 +75,25 @@ def test_a_pdf_text_layer_is_read_and_its_scanned_page_goes_to_the_ocr_model(bas
         bx, by, bw, bh = entity["bbox"]
         assert 0 <= bx < bx + bw <= size["width"] + 1 and 0 <= by < by + bh <= size["height"] + 1
     assert scan["data"]["text"] == "\n".join(INVOICE_LINES)
+
+
+def test_a_scanned_page_between_text_pages_is_read_in_page_order(base_url: str) -> None:
+    first = b"BT /F1 12 Tf 72 700 Td (Page one says hello) Tj ET"
+    last = b"BT /F1 12 Tf 72 700 Td (Page three says goodbye) Tj ET"
+    scan = scanned_pdf([text_image(INVOICE_LINES, size=48)])
+    pdf = joined_pdf([pdf_bytes([first]), scan, pdf_bytes([last])])
+    (found,) = extract(base_url, DOCLING, [(pdf, "pdf")])
+    assert "error" not in found, found
+    lines = [(e["text"], e["page"]) for e in found["entities"]]
+    assert lines == [("Page one says hello", 1), *[(line, 2) for line in INVOICE_LINES], ("Page three says goodbye", 3)]
+    for key in ("markdown", "text"):
+        whole = found["data"][key]
+        where = [whole.index(part) for part in ("Page one says hello", *INVOICE_LINES, "Page three says goodbye")]
+        assert where == sorted(where), (key, whole)  # the scanned page's OCR text sits between the two pages
+    assert found["data"]["text"] == "\n\n".join(
+        ["Page one says hello", "\n".join(INVOICE_LINES), "Page three says goodbye"]
+    )
+    assert [p["page"] for p in found["data"]["pages"]] == [1, 2, 3]
 
 
 BAD = {

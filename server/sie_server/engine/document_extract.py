@@ -117,15 +117,22 @@ async def _read_scans(
 
 
 def _found(parsed: ParsedDocument, scans: dict[int, Found] | None = None) -> Found:
-    """The parser's answer, with each scanned page's OCR text put in page order."""
+    """The parser's answer, each scanned page's OCR text at its page: in the markdown and the text, it takes
+    the place of what the parser found on that page (a picture, a stamped page number), in page order."""
     entities = list(parsed.entities)
     markdown, text = parsed.markdown, parsed.text
-    for _, found in sorted((scans or {}).items()):
-        entities += found.entities
-        page_text = str(found.data.get("text", ""))
-        if page_text:
-            markdown = f"{markdown}\n\n{page_text}".strip()
-            text = f"{text}\n\n{page_text}".strip()
+    if scans:
+        read = {page: str(found.data.get("text", "")).strip() for page, found in scans.items()}
+        markdown = _by_page(parsed.page_markdown, read)
+        text = _by_page(parsed.page_text, read)
+        for _, found in sorted(scans.items()):
+            entities += found.entities
     entities.sort(key=lambda e: e["page"] or 0)  # stable: each page's blocks keep their reading order
     pages = [{"page": p.page, "width": p.width, "height": p.height} for p in parsed.pages]
     return Found(entities=entities, data={"markdown": markdown, "text": text, "pages": pages})
+
+
+def _by_page(parsed: dict[int, str], read: dict[int, str]) -> str:
+    """The pages' parts in page order, a page's OCR text in place of the parser's part where there is any."""
+    parts = (read.get(page) or parsed.get(page, "") for page in sorted({*parsed, *read}))
+    return "\n\n".join(part.strip() for part in parts if part.strip())

@@ -168,13 +168,17 @@ def answer(doc: Any, document: Document, pdf_lines: bool = True) -> ParsedDocume
         ]
     sizes = {p.page: (p, doc.pages[p.page].size.height) for p in pages}
     entities = list(blocks(doc, document.format, sizes, scale, pdf_lines))
-    scanned = scanned_pages(doc, document.pages or len(pages), entities) if document.format == "pdf" else []
+    count = document.pages or len(pages)
+    scanned = scanned_pages(doc, count, entities) if document.format == "pdf" else []
+    numbers = range(1, count + 1) if scanned else range(0)  # by page only where OCR text will join them
     return ParsedDocument(
         markdown=markdown(doc, document.format),
         text=doc.export_to_text(),
         pages=pages,
         entities=entities,
         scanned=scanned,
+        page_markdown={n: str(doc.export_to_markdown(page_no=n)) for n in numbers},
+        page_text={n: str(doc.export_to_text(page_no=n)) for n in numbers},
     )
 
 

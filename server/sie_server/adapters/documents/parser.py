@@ -48,6 +48,10 @@ class ParsedDocument:
     entities: list[MediaEntity] = field(default_factory=list)
     #: 1-based pages with no text layer, to be rendered and read by the OCR model
     scanned: list[int] = field(default_factory=list)
+    #: when pages are scanned: each page's own markdown and text (1-based), so that each scanned page's OCR
+    #: text takes its page's place in the whole; empty otherwise
+    page_markdown: dict[int, str] = field(default_factory=dict)
+    page_text: dict[int, str] = field(default_factory=dict)
 
 
 def document_tokens(document: Document) -> Tokens:
