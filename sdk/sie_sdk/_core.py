@@ -234,6 +234,12 @@ class ClientCore:
         body["stream"] = False
         return self._prepare("POST", "/v1/chat/completions", _decoded(_results.parse_chat), body, priority, timeout)
 
+    def build_task(
+        self, task: str, body: Mapping[str, Any], priority: Priority | None, timeout: TimeoutArg
+    ) -> PreparedRequest[dict[str, Any]]:
+        """A pipeline task in one call (``POST /v1/tasks/{task}``): the answer as the server's JSON."""
+        return self._prepare("POST", f"/v1/tasks/{task}", _decoded(dict), dict(body), priority, timeout)
+
     def build_list_models(self, *, timeout: TimeoutArg) -> PreparedRequest[list[ModelInfo]]:
         return self._prepare("GET", "/v1/models", _decoded(_results.parse_model_list), None, None, timeout)
 

@@ -334,6 +334,18 @@ class SIEClient:
         prepared = self._core.build_chat_completions(model, messages, options, priority, timeout)
         return self._call(prepared)
 
+    def task(
+        self,
+        task: str,
+        body: Mapping[str, Any],
+        *,
+        priority: Priority | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> dict[str, Any]:
+        """Run a pipeline task (``docs_to_markdown``, ``answer_questions``, ``redact_pii``) in one call;
+        ``body`` is the task's request (file bytes base64), the answer its JSON."""
+        return self._call(self._core.build_task(task, body, priority, timeout))
+
     def list_models(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[ModelInfo]:
         """Every model the server knows, loaded or not."""
         return self._call(self._core.build_list_models(timeout=timeout))

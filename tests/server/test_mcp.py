@@ -28,7 +28,8 @@ from tests.helpers.catalog import DOCLING, MINILM, OCR, SMOLLM, tiny_embedder, w
 from tests.helpers.documents import INVOICE_LINES, png, text_image
 from tests.helpers.server import ServerProcess
 
-TOOLS = {"encode", "score", "extract", "generate", "list_models"}
+PRIMITIVES = {"encode", "score", "extract", "generate", "list_models"}
+TOOLS = PRIMITIVES | {"docs_to_markdown", "answer_questions", "redact_pii"}  # the tasks beside them (tests/tasks)
 GLINER = "test/tiny-gliner"
 CLIP = "test/tiny-clip"
 TINY_BPE = "test/tiny-bpe-llm"  # torch, random weights: only the grammar shapes its output

@@ -17,11 +17,12 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 import sie_sdk
 from sie_server import __version__
 from sie_server.errors import SIEError
+from sie_server.mcp.task_tools import run_task, task_tools
 from sie_server.mcp.tools import (
     BY_NAME,
     TOOLS,
@@ -37,11 +38,13 @@ from sie_server.mcp.tools import (
     ScoreInput,
     as_asked,
 )
+from sie_server.tasks.registry import TASKS
 
 log = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "SIE serves small models of many kinds. Call list_models (optionally with a task) to find a model id, "
-    "then encode, score, extract or generate with it. A failed call answers with the server's error code."
+    "then encode, score, extract or generate with it; or run a whole pipeline step with a task tool "
+    "(docs_to_markdown, answer_questions, redact_pii). A failed call answers with the server's error code."
 )
 
 
@@ -56,7 +59,7 @@ def tool_list() -> list[types.Tool]:
             annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=spec.name != "generate"),
         )
         for spec in TOOLS
-    ]
+    ] + task_tools()
 
 
 def failure(code: str, message: str) -> types.CallToolResult:
@@ -67,7 +70,7 @@ def failure(code: str, message: str) -> types.CallToolResult:
     )
 
 
-def success(answer: Output) -> types.CallToolResult:
+def success(answer: BaseModel) -> types.CallToolResult:
     body = answer.model_dump(mode="json", exclude_none=True)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(body, separators=(",", ":")))],
@@ -102,14 +105,18 @@ async def _run(backend: Backend, args: Input, headers: Mapping[str, str]) -> Out
 async def call_tool(
     backend: Backend, name: str, arguments: Mapping[str, Any], headers: Mapping[str, str]
 ) -> types.CallToolResult:
-    spec = BY_NAME.get(name)
-    if spec is None:
-        raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}; the tools are {', '.join(BY_NAME)}")
+    spec, task = BY_NAME.get(name), TASKS.get(name)
+    if spec is None and task is None:
+        raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}; the tools are {', '.join([*BY_NAME, *TASKS])}")
     try:
-        args = spec.input.model_validate(dict(arguments))
+        schema: type[BaseModel] = spec.input if spec is not None else TASKS[name].request
+        args = schema.model_validate(dict(arguments))
     except ValidationError as exc:
         return failure("INVALID_INPUT", _explain(exc))
     try:
+        if task is not None:
+            return success(await run_task(backend, task, args, headers))
+        assert isinstance(args, Input)
         return success(await _run(backend, args, headers))
     except ItemFailed as exc:
         return failure(exc.code, exc.message)
