@@ -84,8 +84,9 @@ TOOL_VENVS ?= $(HOME)/.cache/sie/venvs
 # linked $(2) -> $(1) when $(1) was built (a real folder left by an older Makefile is replaced)
 link_venv = if [ -d $(1) ]; then [ -L $(2) ] || rm -rf $(2); ln -sfn $(1) $(2); fi
 # Superlinked's published Haystack and DSPy integrations beside the SDK (tests/compat/test_published_integrations.py):
-# about 65 s and 50 packages once
-COMPAT_INTEGRATIONS := sie-haystack==0.10.1 haystack-ai==3.4.1 sie-dspy==0.10.1 dspy==3.4.1
+# about 65 s and 50 packages once; and its MCP edge sie-mcp (tests/compat/test_published_mcp.py): about 6 s and
+# 17 packages more (mcp 1.30, uvicorn, starlette, pypdfium2, ...)
+COMPAT_INTEGRATIONS := sie-haystack==0.10.1 haystack-ai==3.4.1 sie-dspy==0.10.1 dspy==3.4.1 sie-mcp==0.10.1
 # and sie-crewai 0.10.1, whose `import crewai` needs these modules, not CrewAI's whole stack (129 packages):
 # installed --no-deps, about 25 s once
 COMPAT_CREWAI := sie-crewai==0.10.1 crewai==1.15.30 crewai-core==1.15.30 appdirs==1.4.4 aiofiles==24.1.0 json5==0.10.0 \
@@ -103,7 +104,7 @@ compat-venv:
 	    || echo "warning: could not install sie-sdk 0.10.1; its compatibility test will be skipped"; \
 	  ([ -x $(COMPAT_VENV)/bin/pip ] && $(COMPAT_VENV)/bin/pip install -q $(COMPAT_INTEGRATIONS) \
 	    && $(COMPAT_VENV)/bin/pip install -q --no-deps $(COMPAT_CREWAI) && touch $(COMPAT_VENV)/.complete) \
-	    || echo "warning: could not install sie-haystack / sie-dspy / sie-crewai 0.10.1; their compatibility tests will be skipped"; fi
+	    || echo "warning: could not install sie-haystack / sie-dspy / sie-mcp / sie-crewai 0.10.1; their compatibility tests will be skipped"; fi
 	@$(call link_venv,$(COMPAT_VENV),.venv-compat)
 
 lint: install-dev
