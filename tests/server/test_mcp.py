@@ -301,6 +301,7 @@ async def test_encode_takes_images(base_url: str, transport: str) -> None:
     async with session_for(base_url) as session:
         found = answer(await session.call_tool("encode", {"model": CLIP, "images": images}))
         both = await session.call_tool("encode", {"model": CLIP, "images": images, "texts": ["x"]})
+        text_only = await session.call_tool("encode", {"model": MINILM, "images": images})
     vectors = np.array([v["dense"] for v in found["vectors"]], dtype=np.float32)
     np.testing.assert_allclose(vectors, v1_image_dense(base_url, CLIP, pictures), atol=1e-5)
     assert both.is_error and both.structured_content is not None
@@ -308,6 +309,8 @@ async def test_encode_takes_images(base_url: str, transport: str) -> None:
         both.structured_content["code"] == "INVALID_INPUT"
         and "exactly one of texts or images" in (both.structured_content["message"])
     )
+    assert text_only.is_error and text_only.structured_content is not None  # the model's own refusal
+    assert text_only.structured_content["code"] == "INVALID_INPUT", text_only.structured_content
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
