@@ -62,6 +62,7 @@ class Timing(TypedDict, total=False):
     queue_ms: float
     tokenization_ms: float
     inference_ms: float
+    cache_hits: int  # encode and score: items the server's result cache answered
 
 
 class SparseVector(TypedDict):

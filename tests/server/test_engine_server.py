@@ -75,7 +75,11 @@ def start(catalog: Path, logs: Path, *args: str) -> ServerProcess:
 
 @pytest.fixture(scope="module")
 def engine_server(engine_catalog: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start(engine_catalog, tmp_path_factory.mktemp("engine-logs"), "--memory-budget", "2GiB")
+    # the result cache off: these tests are about the queue, and send the same texts again and again
+    # (the cache's own tests: tests/server/test_encode_cache.py)
+    proc = start(
+        engine_catalog, tmp_path_factory.mktemp("engine-logs"), "--memory-budget", "2GiB", "--encode-cache", "0"
+    )
     try:
         yield proc
     finally:

@@ -60,6 +60,7 @@ def poisoned(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pa
     proc = ServerProcess(
         catalog,
         *("--offline", "--threads", "1", "--preload", f"{TINY},{LLAMA}"),
+        *("--encode-cache", "0"),  # the same texts are sent again and must reach the batch each time
         env={FAULT_LOG: str(faults)},
         log=logs / "server.log",
     )

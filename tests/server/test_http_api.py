@@ -36,7 +36,7 @@ def test_encode_json_shape_ids_and_norm(base_url: str) -> None:
     dense = body["items"][0]["dense"]
     assert dense["dims"] == 32 and dense["dtype"] == "float32" and len(dense["values"]) == 32
     assert np.linalg.norm(dense["values"]) == pytest.approx(1.0, abs=1e-5)
-    assert set(body["timing"]) == {"total_ms", "queue_ms", "tokenization_ms", "inference_ms"}
+    assert set(body["timing"]) == {"total_ms", "queue_ms", "tokenization_ms", "inference_ms", "cache_hits"}
     assert body["truncated_items"] == []
 
 
