@@ -144,3 +144,27 @@ def test_a_body_over_the_limit_is_a_413_and_a_document_on_a_text_model_a_400(bas
 def test_the_server_still_serves_after_the_hostile_documents(base_url: str) -> None:
     (again,) = extract(base_url, DOCLING, [(b"# Still here", "md")])
     assert again["data"]["text"].strip() == "Still here"
+
+
+def test_a_document_parser_reads_scans_unless_told_not_to_and_refuses_what_it_cannot_honour(base_url: str) -> None:
+    first = b"BT /F1 12 Tf 72 700 Td (Page one says hello) Tj ET"
+    pdf = b64(joined_pdf([pdf_bytes([first]), scanned_pdf([text_image(INVOICE_LINES, size=48)])]))
+    url = f"{base_url}/v1/extract/{DOCLING}"
+
+    def post(params: dict[str, Any]) -> httpx.Response:
+        return httpx.post(url, json={"items": [{"document": {"data": pdf}}], "params": params}, timeout=180)
+
+    unread = post({"options": {"ocr": False}})
+    assert unread.status_code == 200, unread.text
+    (item,) = unread.json()["items"]
+    assert [(e["text"], e["page"]) for e in item["entities"]] == [("Page one says hello", 1)]  # page 2 left unread
+    for params, named in (
+        ({"options": {"ocr": True, "dpi": 300}}, "'dpi'"),
+        ({"options": {"ocr": "yes"}}, "options.ocr"),
+        ({"labels": ["company"]}, "params.labels"),
+        ({"threshold": 0.5}, "params.threshold"),
+    ):
+        refused = post(params)
+        assert refused.status_code == 400, (params, refused.text)
+        detail = refused.json()["detail"]
+        assert detail["code"] == "INVALID_INPUT" and named in detail["message"], (params, detail)

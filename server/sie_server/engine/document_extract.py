@@ -18,6 +18,7 @@ from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
+from sie_server.contract.requests import ExtractParams
 from sie_server.engine.media_extract import (
     DocumentPages,
     MediaItem,
@@ -39,8 +40,9 @@ async def extract_documents(
     call: CallOptions,
     limits: Limits,
     timing: Timing,
+    ocr: bool = True,
 ) -> list[Outcome]:
-    """Each item's parsed document, or its own error."""
+    """Each item's parsed document, or its own error; with ``ocr`` false, scanned pages are left unread."""
     started = time.perf_counter()
     screened = await asyncio.gather(*(_screen(item, f"items[{k}]", limits) for k, item in enumerate(items)))
     timing.tokenization_ms += (time.perf_counter() - started) * 1000
@@ -56,14 +58,34 @@ async def extract_documents(
         outcomes[k] = _found(answer)
         if answer.scanned:
             scans.append((k, document, answer))
-    if scans:
-        ocr = _ocr_model(catalog, model)
+    if scans and ocr:
+        reader = _ocr_model(catalog, model)
         read = await asyncio.gather(
-            *(_read_scans(service, ocr, document, answer, call, limits, timing) for _, document, answer in scans)
+            *(_read_scans(service, reader, document, answer, call, limits, timing) for _, document, answer in scans)
         )
         for (k, _, answer), pages in zip(scans, read, strict=True):
             outcomes[k] = pages if isinstance(pages, SIEError) else _found(answer, pages)
     return outcomes
+
+
+def wants_ocr(model: ModelConfig, params: ExtractParams | None) -> bool:
+    """Whether scanned pages are to be read (``options.ocr``, default true); what a document parser cannot
+    honour (labels, a threshold, a schema, another option) is refused by name."""
+    if params is None:
+        return True
+    for name in ("labels", "threshold", "schema_"):
+        if getattr(params, name) is not None:
+            raise InvalidInput(
+                f"params.{name.rstrip('_')} does not apply to document parser {model.id}: it returns the "
+                "document's markdown, text and blocks (extract entities from its text with a text model)"
+            )
+    options = dict(params.options or {})
+    ocr = options.pop("ocr", True)
+    if options:
+        raise InvalidInput(f"unknown option {sorted(options)[0]!r} for document parser {model.id}; it takes ['ocr']")
+    if not isinstance(ocr, bool):
+        raise InvalidInput("params.options.ocr must be true or false (read pages without a text layer, default true)")
+    return ocr
 
 
 async def _screen(item: MediaItem, where: str, limits: Limits) -> Document | SIEError:

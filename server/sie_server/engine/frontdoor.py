@@ -44,7 +44,7 @@ from sie_server.drain import shutting_down
 from sie_server.engine import prompt_bounds, token_text
 from sie_server.engine import service as engine
 from sie_server.engine.classify_extract import classify_answer
-from sie_server.engine.document_extract import extract_documents
+from sie_server.engine.document_extract import extract_documents, wants_ocr
 from sie_server.engine.extract_answers import media_answer, media_item, schema_answer
 from sie_server.engine.generation import GenerationService, usage
 from sie_server.engine.grammar import GrammarSpec
@@ -285,7 +285,10 @@ class EngineFrontDoor:
         items = [media_item(item, item.id_at(k)) for k, item in enumerate(request.items)]
         timing = engine.Timing()
         if model.parses_documents:
-            outcomes = await extract_documents(self.inference, self.catalog, model, items, call, self.limits, timing)
+            ocr = wants_ocr(model, params)
+            outcomes = await extract_documents(
+                self.inference, self.catalog, model, items, call, self.limits, timing, ocr=ocr
+            )
         else:
             # the request's own values: each family applies its config's defaults and limits (adapter.check)
             media = MediaOptions.of(
