@@ -51,6 +51,10 @@ async def calls(url: str) -> dict:
         report["docs_to_markdown"] = await call(
             "docs_to_markdown", {"document_base64": b64(pdf_path), "filename": "mixed.pdf"}
         )
+        report["docs_to_markdown_docling_ocr"] = await call(
+            "docs_to_markdown",
+            {"document_base64": b64(pdf_path), "filename": "mixed.pdf", "ocr": True, "engine": "docling"},
+        )
         report["docs_to_markdown_vl_ocr"] = await call(
             "docs_to_markdown", {"document_base64": b64(scan_path), "filename": "scan.pdf", "engine": "vl-ocr"}
         )

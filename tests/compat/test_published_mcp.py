@@ -1,7 +1,7 @@
 """The published `sie-mcp` 0.10.1 (Superlinked's MCP edge: document jobs over `sie-sdk`) works against this
 server unchanged, run as its users run it (`sie-mcp serve`, its tools called through the official `mcp` client
 over streamable HTTP), with its model settings (`SIE_MCP_*_MODEL`) overridden to models of this server's catalog:
-docs_to_markdown (docling, and its VL-OCR engine on PP-OCRv6), extract_entities, answer_questions and
+docs_to_markdown (docling, with its ocr flag, and its VL-OCR engine on PP-OCRv6), extract_entities, answer_questions and
 generate_structured.
 
 It needs Python 3.12 and runs from `.venv-compat`, which `make test` creates; without sie-mcp there the test is
@@ -48,6 +48,10 @@ def test_published_sie_mcp_0_10_1(base_url: str, tmp_path: Path) -> None:
     markdown = report["docs_to_markdown"]
     assert markdown["markdown"] == "\n\n".join([FIRST, "\n".join(INVOICE_LINES), LAST]), markdown
     assert markdown["metadata"]["engine"] == "docling"
+    # its docling engine with ocr on sends options {"ocr": true}: the same answer (scanned pages are read anyway)
+    assert report["docs_to_markdown_docling_ocr"]["markdown"] == markdown["markdown"], report[
+        "docs_to_markdown_docling_ocr"
+    ]
     # its VL-OCR engine renders the pages itself and reads each with the OCR model's lines (its entities)
     ocr = report["docs_to_markdown_vl_ocr"]
     assert ocr["markdown"] == "\n\n".join(INVOICE_LINES), ocr
