@@ -24,12 +24,13 @@ import pytest
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from sie_server.tasks.registry import TASKS
 from tests.helpers.catalog import DOCLING, MINILM, OCR, SMOLLM, tiny_embedder, write_config
 from tests.helpers.documents import INVOICE_LINES, png, text_image
 from tests.helpers.server import ServerProcess
 
 PRIMITIVES = {"encode", "score", "extract", "generate", "list_models"}
-TOOLS = PRIMITIVES | {"docs_to_markdown", "answer_questions", "redact_pii"}  # the tasks beside them (tests/tasks)
+TOOLS = PRIMITIVES | set(TASKS)  # the tasks beside them (tests/tasks)
 GLINER = "test/tiny-gliner"
 CLIP = "test/tiny-clip"
 TINY_BPE = "test/tiny-bpe-llm"  # torch, random weights: only the grammar shapes its output

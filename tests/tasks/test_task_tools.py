@@ -11,7 +11,7 @@ import httpx
 from tests.server.test_mcp import answer, over_http, over_stdio
 from tests.tasks.helpers import MODELS, QUESTION, three_documents
 
-TASKS = {"docs_to_markdown", "answer_questions", "redact_pii"}
+TASKS = {"docs_to_markdown", "answer_questions", "redact_pii", "extract_structured"}
 REDACT = {
     "text": "Write to Dana Scott at dana@example.org or +44 20 7946 0958; Dana Scott answers.",
     "known": {"person": ["Dana Scott"]},
@@ -19,6 +19,7 @@ REDACT = {
     "threshold": 1.0,
     "models": {"ner": "test/tiny-gliner"},
 }
+QA = {"documents": three_documents(), "questions": [QUESTION], "models": MODELS, "max_new_tokens": 24}
 REDACTED = "Write to [PERSON_1] at [EMAIL_1] or [PHONE_NUMBER_1]; [PERSON_1] answers."
 
 
@@ -33,20 +34,14 @@ async def test_task_tools_are_listed_with_schemas_and_answer_as_the_route(base_u
     async with over_http(base_url) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         redacted = answer(await session.call_tool("redact_pii", REDACT))
-        qa = answer(
-            await session.call_tool(
-                "answer_questions", {"documents": three_documents(), "questions": [QUESTION], "models": MODELS}
-            )
-        )
+        qa = answer(await session.call_tool("answer_questions", QA))
         refused = await session.call_tool("answer_questions", {"documents": [{"text": "x"}], "questions": ["q"] * 9})
     assert set(tools) >= TASKS
     qa_schema = tools["answer_questions"].input_schema
     assert set(qa_schema["required"]) == {"documents", "questions"} and qa_schema["additionalProperties"] is False
     assert "answers" in tools["answer_questions"].output_schema["properties"]
     assert redacted["redacted_text"] == REDACTED and redacted["counts"] == {"PERSON": 1, "EMAIL": 1, "PHONE_NUMBER": 1}
-    assert qa == http_task(
-        base_url, "answer_questions", {"documents": three_documents(), "questions": [QUESTION], "models": MODELS}
-    )
+    assert qa == http_task(base_url, "answer_questions", QA)
     assert qa["answers"][0]["passages"][0]["document"] == 0
     assert refused.is_error and refused.structured_content is not None
     assert (

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.catalog import MINILM
+from tests.helpers.catalog import MINILM, SMOLLM
 from tests.helpers.documents import INVOICE_LINES, scanned_pdf, text_image
 from tests.tasks.helpers import INVOICE_TEXT, MODELS, QUESTION, b64, pdf_source, text_pdf, three_documents
 
@@ -29,7 +29,7 @@ def ok(base_url: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def test_qa_over_the_invoice_and_two_distractors_cites_the_invoice_passage_with_its_offset(base_url: str) -> None:
     absent = "What is the name of the company's cat?"
-    body = {"documents": three_documents(), "questions": [QUESTION, absent], "models": MODELS}
+    body = {"documents": three_documents(), "questions": [QUESTION, absent], "models": MODELS, "max_new_tokens": 24}
     answer = ok(base_url, "answer_questions", body)
     assert answer["models"] == {**MODELS, "document": "docling-project/docling"}
     invoice, missing = answer["answers"]
@@ -122,3 +122,24 @@ def test_the_tasks_are_in_the_openapi_spec(base_url: str) -> None:
         post = paths[f"/v1/tasks/{name}"]["post"]
         assert post["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("Request")
         assert "$ref" in post["responses"]["200"]["content"]["application/json"]["schema"]
+
+
+INVOICE_SCHEMA = {
+    "type": "object",
+    "properties": {"vendor": {"type": "string", "maxLength": 40}, "total": {"type": "number"}},
+    "required": ["vendor", "total"],
+    "additionalProperties": False,
+}
+INVOICE_SENTENCE = "Invoice INV-2024-0117 from Acme Corp: total due 4,250.00 EUR by 31 March 2024."
+
+
+def test_structured_extraction_answers_an_object_valid_under_the_schema_or_a_clear_error(base_url: str) -> None:
+    body = {"text": INVOICE_SENTENCE, "schema": INVOICE_SCHEMA, "models": {"generate": SMOLLM}}
+    found = ok(base_url, "extract_structured", body)
+    assert set(found["data"]) == {"vendor", "total"} and isinstance(found["data"]["total"], int | float)
+    assert isinstance(found["data"]["vendor"], str) and found["models"] == {"generate": SMOLLM}
+    cut = task(base_url, "extract_structured", {**body, "max_new_tokens": 3})  # stopped inside the object
+    assert cut.status_code == 502 and cut.json()["detail"]["code"] == "INVALID_OUTPUT", cut.text
+    assert "not JSON" in cut.json()["detail"]["message"]
+    bad = task(base_url, "extract_structured", {**body, "schema": {"type": "object", "properties": {"a": {"type": 5}}}})
+    assert bad.status_code == 400 and "not a valid JSON schema" in bad.json()["detail"]["message"]

@@ -3,6 +3,8 @@ answer per task. The caps are checked by the task before any work (``sie_server/
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Base64Bytes, BaseModel, ConfigDict, Field, model_validator
 
 
@@ -117,4 +119,24 @@ class RedactPiiResponse(TaskWire):
 
     redacted_text: str
     counts: dict[str, int] = Field(description="distinct values redacted, by placeholder label")
+    models: dict[str, str]
+
+
+# ----- extract_structured
+
+
+class ExtractStructuredRequest(TaskWire):
+    text: str = Field(min_length=1)
+    json_schema: dict[str, Any] = Field(
+        alias="schema", description="the JSON schema of the object to extract (decoding is constrained to it)"
+    )
+    instructions: str | None = Field(default=None, max_length=2000, description="what to look for, in words")
+    max_new_tokens: int = Field(default=256, ge=1, le=2048)
+    models: TaskModels = Field(default_factory=TaskModels)
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), populate_by_name=True)
+
+
+class ExtractStructuredResponse(TaskWire):
+    data: dict[str, Any] = Field(description="the object, valid under the schema (checked after generation)")
     models: dict[str, str]

@@ -37,6 +37,6 @@ async def run_task(backend: object, spec: TaskSpec, args: BaseModel, headers: Ma
         async with within(call):
             return await spec.run(backend.service, args, call)
     if isinstance(backend, SDKBackend):
-        answer = await backend.client.task(spec.name, args.model_dump(mode="json", exclude_none=True))
+        answer = await backend.client.task(spec.name, args.model_dump(mode="json", by_alias=True, exclude_none=True))
         return spec.response.model_validate(answer)
     raise TypeError(f"no way to run tasks over {type(backend).__name__}")

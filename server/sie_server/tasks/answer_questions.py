@@ -21,7 +21,17 @@ from sie_server.contract.requests import (
     ScoreRequest,
 )
 from sie_server.contract.tasks_wire import Answer, AnswerQuestionsRequest, AnswerQuestionsResponse, Passage
-from sie_server.tasks.common import CAPS, Chunk, check_count, check_file, check_text, chunks, models_for, parse, used
+from sie_server.tasks.common import (
+    CAPS,
+    Chunk,
+    check_count,
+    check_file,
+    check_text,
+    chunks,
+    models_for,
+    parse_all,
+    used,
+)
 
 NAME = "answer_questions"
 TITLE = "Answer questions from documents"
@@ -94,15 +104,12 @@ async def run(svc: Service, request: AnswerQuestionsRequest, call: CallOptions) 
             check_file(source.file, f"documents[{i}].file")
     for i, question in enumerate(request.questions):
         svc.limits.text(question, f"questions[{i}]")
-    files = any(source.file is not None for source in request.documents)
-    configs = await models_for(NAME, svc, STEPS + (("document",) if files else ()), request.models)
+    any_file = any(source.file is not None for source in request.documents)
+    configs = await models_for(NAME, svc, STEPS + (("document",) if any_file else ()), request.models)
 
-    texts: list[str] = []
-    for source in request.documents:
-        if source.file is None:
-            texts.append(source.text or "")
-        else:
-            texts.append((await parse(svc, configs["document"], source.file, call)).text)
+    files = [source.file for source in request.documents if source.file is not None]
+    parsed = iter(await parse_all(svc, configs["document"], files, call) if files else [])
+    texts = [source.text if source.text is not None else next(parsed).text for source in request.documents]
     check_text("".join(texts), "the documents' text")
     passages = [c for i, text in enumerate(texts) for c in chunks(i, text, request.chunk_chars)]
     check_count(len(passages), CAPS.max_chunks, "passages")

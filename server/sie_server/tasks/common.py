@@ -164,14 +164,27 @@ class Parsed:
 
 async def parse(svc: Service, model: ModelConfig, file: FileIn, call: CallOptions) -> Parsed:
     """A file's text through a document (or OCR) model; a file it cannot read is the caller's (400)."""
-    item = ItemIn(id="0", document=DocumentIn(data=file.data, format=file.format))
-    svc.limits.items([item], model)
-    answer = await svc.extract(model, ExtractRequest(items=[item]), call)
-    found = answer.items[0]
-    if found.error is not None:
-        raise InvalidInput(f"{model.id} could not read the file: {found.error.message}")
-    data = found.data or {}
-    text = str(data.get("text") or "") or "\n".join(e.text for e in found.entities)
-    pages = data.get("pages")
-    count = len(pages) if isinstance(pages, list) else 0
-    return Parsed(text=text, markdown=str(data.get("markdown") or text), pages=count)
+    (parsed,) = await parse_all(svc, model, [file], call)
+    return parsed
+
+
+async def parse_all(svc: Service, model: ModelConfig, files: list[FileIn], call: CallOptions) -> list[Parsed]:
+    """Files parsed together, as one extract request (the model batches them) per ``max_items``."""
+    found: list[Parsed] = []
+    step = svc.limits.max_items
+    for at in range(0, len(files), step):
+        items = [
+            ItemIn(id=str(i), document=DocumentIn(data=f.data, format=f.format))
+            for i, f in enumerate(files[at : at + step])
+        ]
+        svc.limits.items(items, model)
+        answer = await svc.extract(model, ExtractRequest(items=items), call)
+        for i, item in enumerate(answer.items):
+            if item.error is not None:
+                raise InvalidInput(f"{model.id} could not read file {at + i}: {item.error.message}")
+            data = item.data or {}
+            text = str(data.get("text") or "") or "\n".join(e.text for e in item.entities)
+            pages = data.get("pages")
+            count = len(pages) if isinstance(pages, list) else 0
+            found.append(Parsed(text=text, markdown=str(data.get("markdown") or text), pages=count))
+    return found

@@ -17,10 +17,12 @@ from sie_server.contract.tasks_wire import (
     AnswerQuestionsResponse,
     DocsToMarkdownRequest,
     DocsToMarkdownResponse,
+    ExtractStructuredRequest,
+    ExtractStructuredResponse,
     RedactPiiRequest,
     RedactPiiResponse,
 )
-from sie_server.tasks import answer_questions, docs_to_markdown, redact_pii
+from sie_server.tasks import answer_questions, docs_to_markdown, extract_structured, redact_pii
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,14 @@ TASKS: dict[str, TaskSpec] = {
             RedactPiiRequest,
             RedactPiiResponse,
             redact_pii.run,
+        ),
+        TaskSpec(
+            extract_structured.NAME,
+            extract_structured.TITLE,
+            extract_structured.DESCRIPTION,
+            ExtractStructuredRequest,
+            ExtractStructuredResponse,
+            extract_structured.run,
         ),
     )
 }
