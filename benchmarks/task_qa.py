@@ -7,7 +7,7 @@ One server, offline: MiniLM (embedder and bi-encoder reranker) and SmolLM2-135M 
 round runs both paths once, alternating which goes first; time is the wall clock of the whole answer,
 bytes are every request's and answer's body and headers on the wire (an ``httpx`` transport that counts).
 
-    .venv/bin/python -m benchmarks.task_qa [--rounds 5] [--threads 2]
+    .venv/bin/python -m benchmarks.task_qa [--rounds 5] [--threads 2] [--server-arg=--encode-cache=0]
 """
 
 from __future__ import annotations
@@ -119,6 +119,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--server-arg", action="append", default=[], help="passed to sie-server serve (e.g. --encode-cache=0)"
+    )
     args = parser.parse_args()
     print(f"CPU: {cpu_model()}; {cpu_flags_line()}; {load_line()}")
     pdfs = [text_pdf(INVOICE_TEXT), text_pdf(TRAVEL_TEXT), text_pdf(CAFETERIA_TEXT)]
@@ -127,13 +130,14 @@ def main() -> None:
         catalog.mkdir()
         for model in (MINILM, SMOLLM, DOCLING, OCR):
             copy_real(catalog, model)
-        server = ServerProcess(catalog, "--offline", "--threads", str(args.threads), log=Path(tmp) / "server.log")
+        serve = ["--offline", "--threads", str(args.threads), *args.server_arg]
+        server = ServerProcess(catalog, *serve, log=Path(tmp) / "server.log")
         try:
             server.wait_ready()
             results = {wire: measure(server.url, wire, pdfs, args.rounds) for wire in ("json", "msgpack")}
         finally:
             server.stop()
-    print(f"\n{args.rounds} rounds (after one warm-up round), --threads {args.threads}\n")
+    print(f"\n{args.rounds} rounds (after one warm-up round), server: {' '.join(serve)}\n")
     print("| wire | path | HTTP calls | median s | min s | bytes sent | bytes received |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for wire, by_path in results.items():
