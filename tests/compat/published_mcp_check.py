@@ -39,8 +39,11 @@ async def calls(url: str) -> dict:
         streamablehttp_client(url, timeout=30, sse_read_timeout=300) as (read, write, _),
         ClientSession(read, write) as session,
     ):
-        await session.initialize()
-        report["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
+        # when the edge's lifespan fails (its SDK client refusing its settings, say), mcp 1.30's client waits
+        # forever for the handshake: bounded here, so the check fails in a minute and says so
+        async with asyncio.timeout(60):
+            await session.initialize()
+            report["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
 
         async def call(name: str, arguments: dict) -> dict:
             result = await session.call_tool(name, arguments)
@@ -125,7 +128,14 @@ try:
         if edge.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"sie-mcp serve did not start (exit {edge.poll()})")
         time.sleep(0.2)
-    found = asyncio.run(calls(f"http://127.0.0.1:{port}/mcp"))
+    try:
+        found = asyncio.run(calls(f"http://127.0.0.1:{port}/mcp"))
+    except Exception as exc:  # anyio's task groups may wrap the timeout in an exception group
+        if isinstance(exc, TimeoutError) or (
+            isinstance(exc, BaseExceptionGroup) and exc.subgroup(TimeoutError) is not None
+        ):
+            raise SystemExit("no MCP session with sie-mcp within 60 s (its log is above)") from exc
+        raise
 finally:
     edge.terminate()
     try:
