@@ -26,7 +26,6 @@ from sie_server.contract.limits import (
     DEFAULT_MAX_TEXT_BYTES,
     Limits,
 )
-from sie_server.memory.budget import parse_bytes
 
 REPO_CATALOG = Path(__file__).resolve().parents[2] / "configs" / "models"
 DEFAULT_ENCODE_CACHE = "256MiB"  # --encode-cache: about 150,000 384-dim float32 vectors
@@ -258,11 +257,15 @@ class Settings(CommonSettings):
     @property
     def encode_cache_bytes(self) -> int:
         """``encode_cache`` in bytes (0: off)."""
+        from sie_server.memory.budget import parse_bytes  # here: the gateway imports settings without memory/
+
         return parse_bytes(self.encode_cache)
 
     @field_validator("encode_cache", mode="after")
     @classmethod
     def _a_size(cls, value: str) -> str:
+        from sie_server.memory.budget import parse_bytes
+
         parse_bytes(value)
         return value
 
