@@ -126,6 +126,17 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "GET /info": (),
     "GET /health": (),
 }
+# operations of the spec not fuzzed yet (each named, so a route added later still fails the test below):
+# the Batch API's file and batch routes (multipart uploads, and ids that only exist once created) and the
+# tasks (each call runs several models for seconds); their refusals are tested in tests/batches and tests/tasks
+NOT_FUZZED_YET = frozenset(
+    {
+        "POST /v1/files", "GET /v1/files", "GET /v1/files/{file_id}", "GET /v1/files/{file_id}/content",
+        "DELETE /v1/files/{file_id}", "POST /v1/batches", "GET /v1/batches", "GET /v1/batches/{batch_id}",
+        "POST /v1/batches/{batch_id}/cancel", "POST /v1/tasks/docs_to_markdown", "POST /v1/tasks/answer_questions",
+        "POST /v1/tasks/redact_pii", "POST /v1/tasks/extract_structured",
+    }
+)  # fmt: skip
 TEI_PATHS = ("/embed", "/embed_sparse", "/embed_all", "/rerank", "/predict", "/similarity", "/", "/tokenize", "/decode")
 SMALL_ID = 64  # token ids below the tiny models' vocabulary (tests/helpers/tiny_models.py)
 _started: dict[str, float] = {}
@@ -219,7 +230,7 @@ def cases(operation: Operation, mode: GenerationMode, models: st.SearchStrategy[
 
 
 def test_every_operation_is_fuzzed(schema: schemathesis.BaseSchema) -> None:
-    assert set(operations(schema)) == set(OPERATIONS)
+    assert set(operations(schema)) == set(OPERATIONS) | NOT_FUZZED_YET
 
 
 @pytest.mark.parametrize("label", list(OPERATIONS))
