@@ -19,7 +19,7 @@ import orjson
 from sie_server.cluster.asgi_call import call_app
 from sie_server.contract import headers as h
 from sie_server.contract.batch_wire import url_fits
-from sie_server.errors import ErrorCode
+from sie_server.errors import ErrorCode, InvalidInput, PayloadTooLarge
 
 MAX_CUSTOM_ID = 512
 
@@ -78,6 +78,41 @@ def check_json_line(raw: bytes, number: int) -> None:
         raise NotJsonl(number, str(exc).split(":")[0]) from None
     if not isinstance(value, dict):
         raise NotJsonl(number, f"a JSON {type(value).__name__}")
+
+
+class UploadCheck:
+    """An input file checked as it is read: its size and line caps, and each line one JSON object.
+
+    ``feed`` each chunk as it arrives (PayloadTooLarge past the byte cap, InvalidInput past the line
+    cap, NotJsonl for a bad line); ``finish`` gives the number of lines (InvalidInput for none).
+    """
+
+    def __init__(self, max_bytes: int, max_lines: int):
+        self.max_bytes, self.max_lines = max_bytes, max_lines
+        self.size, self.lines, self._pending = 0, 0, b""
+
+    def feed(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            raise PayloadTooLarge(f"the file is over {self.max_bytes} bytes, the limit (--batch-max-file-bytes)")
+        complete, _, self._pending = (self._pending + chunk).rpartition(b"\n")
+        self._check(complete)
+
+    def finish(self) -> int:
+        self._check(self._pending)
+        self._pending = b""
+        if self.lines == 0:
+            raise InvalidInput("the file has no lines; a batch file is JSONL, one request a line")
+        return self.lines
+
+    def _check(self, data: bytes) -> None:
+        for raw in data.split(b"\n"):
+            if not raw.strip():
+                continue
+            self.lines += 1
+            if self.lines > self.max_lines:
+                raise InvalidInput(f"the file has over {self.max_lines} lines, the limit (--batch-max-lines)")
+            check_json_line(raw, self.lines)
 
 
 def parse_line(index: int, raw: bytes, endpoint: str, max_line_bytes: int, seen: set[str]) -> InputLine | LineProblem:

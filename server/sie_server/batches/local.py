@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sie_server.batches.backend import Caps, Owner
-from sie_server.batches.lines import NotJsonl, check_json_line
+from sie_server.batches.lines import NotJsonl, UploadCheck
 from sie_server.batches.runner import BatchRunner
 from sie_server.batches.sqlite_store import SqliteStore, StoredFile, now
 from sie_server.contract.batch_wire import (
@@ -25,7 +25,7 @@ from sie_server.contract.batch_wire import (
     RequestCounts,
 )
 from sie_server.contract.status import BatchesStatus
-from sie_server.errors import InvalidInput, NotFound, PayloadTooLarge
+from sie_server.errors import InvalidInput, NotFound
 from sie_server.observability.metrics import Metrics
 from sie_server.settings import Settings
 
@@ -76,23 +76,13 @@ class LocalBatches:
         file_id = self.store.new_file_id()
         final = self.store.upload_path(file_id)
         part = final.with_suffix(".part")
-        size, lines, pending = 0, 0, b""
+        check = UploadCheck(self.caps.max_file_bytes, self.caps.max_lines)
         try:
             with part.open("wb") as out:
                 async for chunk in chunks:
-                    size += len(chunk)
-                    if size > self.caps.max_file_bytes:
-                        raise PayloadTooLarge(
-                            f"the file is over {self.caps.max_file_bytes} bytes, the limit (--batch-max-file-bytes)"
-                        )
+                    await asyncio.to_thread(check.feed, chunk)
                     out.write(chunk)
-                    complete, _, pending = (pending + chunk).rpartition(b"\n")
-                    if complete:
-                        lines = await asyncio.to_thread(self._check, complete, lines)
-                if pending.strip():
-                    lines = self._check(pending, lines)
-            if lines == 0:
-                raise InvalidInput("the file has no lines; a batch file is JSONL, one request a line")
+            lines = check.finish()
             part.rename(final)
         except NotJsonl as exc:
             self.store.remove_upload_part(part)
@@ -100,21 +90,10 @@ class LocalBatches:
         except BaseException:
             self.store.remove_upload_part(part)
             raise
-        file = FileObject(id=file_id, bytes=size, created_at=now(), filename=filename or "batch.jsonl", purpose="batch")
+        name = filename or "batch.jsonl"
+        file = FileObject(id=file_id, bytes=check.size, created_at=now(), filename=name, purpose="batch")
         self.store.add_file(file, owner.id, lines)
         return file
-
-    def _check(self, data: bytes, before: int) -> int:
-        """Each non-blank line of ``data`` is one JSON object; the lines counted so far (capped)."""
-        count = before
-        for raw in data.split(b"\n"):
-            if not raw.strip():
-                continue
-            count += 1
-            if count > self.caps.max_lines:
-                raise InvalidInput(f"the file has over {self.caps.max_lines} lines, the limit (--batch-max-lines)")
-            check_json_line(raw, count)
-        return count
 
     def _file(self, owner: Owner, file_id: str) -> StoredFile:
         found = self.store.get_file(file_id)

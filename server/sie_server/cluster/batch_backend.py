@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sie_server.batches.backend import Caps, Owner
-from sie_server.batches.lines import NotJsonl, check_json_line
+from sie_server.batches.lines import NotJsonl, UploadCheck
 from sie_server.cluster import nats_connection
 from sie_server.cluster.batch_finalize import STALE_S, finalize, progress
 from sie_server.cluster.batch_store import BatchRecord, BatchStore, FileRecord, now
@@ -33,7 +33,7 @@ from sie_server.contract.batch_wire import (
     FileObject,
     RequestCounts,
 )
-from sie_server.errors import InvalidInput, NotFound, PayloadTooLarge, QueueFull
+from sie_server.errors import InvalidInput, NotFound, QueueFull
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", FileObject, Batch)
@@ -95,22 +95,12 @@ class ClusterBatches:
             raise InvalidInput(f"purpose {purpose!r} is not served here; upload batch input with purpose=batch")
         file_id = f"file-{uuid.uuid4().hex[:24]}"
         writer = self.store.writer(file_id)
-        size, lines, pending = 0, 0, b""
+        check = UploadCheck(self.caps.max_file_bytes, self.caps.max_lines)
         try:
             async for chunk in chunks:
-                size += len(chunk)
-                if size > self.caps.max_file_bytes:
-                    raise PayloadTooLarge(
-                        f"the file is over {self.caps.max_file_bytes} bytes, the limit (--batch-max-file-bytes)"
-                    )
+                check.feed(chunk)
                 await writer.write(chunk)
-                complete, _, pending = (pending + chunk).rpartition(b"\n")
-                if complete:
-                    lines = self._check(complete, lines)
-            if pending.strip():
-                lines = self._check(pending, lines)
-            if lines == 0:
-                raise InvalidInput("the file has no lines; a batch file is JSONL, one request a line")
+            lines = check.finish()
             await writer.close()
         except NotJsonl as exc:
             await writer.abort()
@@ -118,21 +108,10 @@ class ClusterBatches:
         except BaseException:
             await writer.abort()
             raise
-        file = FileObject(id=file_id, bytes=size, created_at=now(), filename=filename or "batch.jsonl", purpose="batch")
+        name = filename or "batch.jsonl"
+        file = FileObject(id=file_id, bytes=check.size, created_at=now(), filename=name, purpose="batch")
         await self.store.put_file(FileRecord(file=file, owner=owner.id, lines=lines, order=time.time_ns()))
         return file
-
-    def _check(self, data: bytes, before: int) -> int:
-        """Each non-blank line of ``data`` is one JSON object; the lines counted so far (capped)."""
-        count = before
-        for raw in data.split(b"\n"):
-            if not raw.strip():
-                continue
-            count += 1
-            if count > self.caps.max_lines:
-                raise InvalidInput(f"the file has over {self.caps.max_lines} lines, the limit (--batch-max-lines)")
-            check_json_line(raw, count)
-        return count
 
     async def _file(self, owner: Owner, file_id: str) -> FileRecord:
         found = await self.store.file(file_id)
