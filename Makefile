@@ -8,6 +8,9 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 ARGS   ?=
 PYTEST_ARGS ?=
+# the documentation site's build (`make test`) and server (`make docs`); Material's banner about MkDocs 2 is off
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+DOCS_SITE ?= site
 # llama-cpp-python compiles llama.cpp for this CPU's instructions (about 4 min on 2 cores, once): its wheel is
 # kept under WHEELS, one folder per CPU flag set, so a rebuilt venv reuses it and another CPU never does.
 # Built without OpenMP: the server calls llama_decode from its decode thread, and OpenMP's spinning workers
@@ -226,7 +229,7 @@ test-gateway: install-dev compat-venv sdk-ts
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
 clean:
-	rm -rf $(VENV) .venv-compat .venv-gpu-lookalike .gpu-bundle .gpu-bundle-dry-run .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat .venv-gpu-lookalike .gpu-bundle .gpu-bundle-dry-run .pytest_cache .mypy_cache .ruff_cache site
 
 ## make sync-client: regenerate the SDK's blocking client (sdk/sie_sdk/_sync.py) from the asyncio one (_async.py)
 ## (and _sync_transport.py from _async_transport.py); `make lint` fails when either is stale
@@ -234,7 +237,13 @@ clean:
 sync-client: | $(BIN)/python
 	$(BIN)/python scripts/gen_sync_client.py
 
-## make catalog-table: regenerate the README's model table from configs/models/*.yaml
-.PHONY: catalog-table
-catalog-table: install
-	$(BIN)/python scripts/gen_catalog_table.py
+## make docs: serve the documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000, rebuilt as pages change.
+## `make test` builds it with --strict (a broken link or anchor fails, about 3 s); the catalog table, the HTTP
+## reference (from the server's OpenAPI spec) and the deploy and benchmark pages are filled at build time (docs/hooks/)
+.PHONY: docs
+docs: $(VENV)/.installed-docs
+	$(MKDOCS) serve
+
+$(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-local
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $@
