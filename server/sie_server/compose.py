@@ -54,7 +54,12 @@ def build_state(settings: Settings) -> EngineFrontDoor:
         gguf_formats=settings.gguf_formats,
         torch_prefill_tokens=settings.torch_prefill_tokens,
     )
-    policy = PriorityPolicy(settings.batch_share, settings.batch_max_tokens, lanes=not settings.single_lane)
+    policy = PriorityPolicy(
+        settings.batch_share,
+        settings.batch_max_tokens,
+        lanes=not settings.single_lane,
+        defer_s=settings.batch_defer_ms / 1000 if device_kind(device) == "cpu" else 0.0,
+    )
     scheduler = Scheduler(
         pool,
         metrics,
@@ -101,13 +106,20 @@ async def preload(state: EngineFrontDoor) -> None:
 
 def create_app(settings: Settings) -> FastAPI:
     state = build_state(settings)
-    batches = local_batches.from_settings(settings, lambda: app, state.metrics, lambda: state.queue_token)
+    # a queue worker keeps no batches of its own: the gateway serves the Batch API over JetStream and the
+    # worker runs its lines (cluster/batch_worker.py); no SQLite store under its --data-dir
+    batches = (
+        None
+        if settings.queue
+        else local_batches.from_settings(settings, lambda: app, state.metrics, lambda: state.queue_token)
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         state.scheduler.start()
-        batches.start()  # resumes the batches a stop or crash left unfinished
+        if batches is not None:
+            batches.start()  # resumes the batches a stop or crash left unfinished
         background = [loop.create_task(preload(state))]
         background[0].add_done_callback(lambda _: setattr(state, "ready", True))
         background.append(loop.create_task(state.pool.keep_within_budget_forever()))
@@ -130,7 +142,8 @@ def create_app(settings: Settings) -> FastAPI:
             worker.stop()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(pulling, settings.load_timeout_s)
-        await batches.stop()  # lines in flight run again at the next start
+        if batches is not None:
+            await batches.stop()  # lines in flight run again at the next start
         state.draining = True
         for task in background:
             task.cancel()

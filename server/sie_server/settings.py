@@ -222,6 +222,12 @@ class Settings(CommonSettings):
     single_lane: bool = Field(
         default=False, description="run batch-class and interactive batches in one lane instead of two"
     )
+    batch_defer_ms: int = Field(
+        default=250,
+        ge=0,
+        description="on a CPU, a batch-class batch does not start while an interactive one runs (they would share "
+        "the cores) unless its oldest item has waited this long; 0: the two lanes run side by side, as on a GPU",
+    )
     cpu_precision: list[CpuPrecision] | None = Field(
         default=None,
         min_length=1,

@@ -51,6 +51,14 @@ def ended(api: openai.OpenAI, batch_id: str, timeout: float = 60) -> Batch:
     return wait_until(done, timeout=timeout, interval=0.2, message=f"batch {batch_id} never ended")
 
 
+def batch_figures(gateway: Gateway) -> dict[str, float] | None:
+    """The gateway's Batch API figures once they count at least 40 finished lines."""
+    r = httpx.get(f"{gateway.url}/v1/status", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+    assert r.status_code == 200, r.text
+    figures: dict[str, float] = r.json()["batches"]
+    return figures if figures["lines_done"] >= 40 and figures["in_progress"] == 0 else None
+
+
 def lines_of(api: openai.OpenAI, file_id: str | None) -> list[dict[str, object]]:
     if file_id is None:
         return []
@@ -84,6 +92,8 @@ def test_a_batch_runs_on_two_workers_and_matches_the_live_route(
 ) -> None:
     gateway, one, two, _ = cluster
     before = [metric(w.url, "sie_batch_items_sum", model=SLOW, absent_as_zero=True) for w in (one, two)]
+    done = {"endpoint": "/v1/embeddings", "outcome": "completed"}
+    lines_before = sum(metric(w.url, "sie_batch_lines_total", **done, absent_as_zero=True) for w in (one, two))
     with client(gateway) as api:
         made = submit(api, jsonl(SLOW, 40))
         assert made.request_counts is not None and made.request_counts.total == 40
@@ -95,6 +105,14 @@ def test_a_batch_runs_on_two_workers_and_matches_the_live_route(
         after = [metric(w.url, "sie_batch_items_sum", model=SLOW, absent_as_zero=True) for w in (one, two)]
         assert after[0] > before[0] and after[1] > before[1]  # both workers ran some of its lines
         assert sum(after) - sum(before) == 40
+        # each worker counts the lines it finished; the gateway's status shows the cluster's batches
+        lines_after = sum(metric(w.url, "sie_batch_lines_total", **done, absent_as_zero=True) for w in (one, two))
+        assert lines_after - lines_before == 40
+        figures = wait_until(lambda: batch_figures(gateway), timeout=20, interval=0.5,
+                             message="the gateway's status never showed the batch's 40 lines")  # fmt: skip
+        assert figures["in_progress"] == 0 and figures["lines_failed"] == 0
+        assert figures["inflight_limit"] == 8  # two workers at --batch-inflight 4
+        assert metric(gateway.url, "sie_batches_in_progress") == 0
         out = lines_of(api, batch.output_file_id)
         assert [line["custom_id"] for line in out] == [f"req-{i}" for i in range(40)]  # input order
         for k in (0, 17, 39):  # each vector is the live route's for the same input

@@ -1,6 +1,7 @@
 """Encode options through a gateway (real nats-server, gateway and worker): ``params.dims``,
 ``params.truncation`` and ``items[].spans`` reach the worker and come back, also when the gateway
-splits a request into slices (``--split-items 2``), with each item's chunks in its place."""
+splits a request into slices (``--split-items 2``), with each item's chunks in its place; and
+``X-SIE-Cache: bypass`` reaches the worker's result cache."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def test_encode_options_pass_through_a_gateway(catalog: Path, tmp_path: Path) ->
         gateway = Gateway(catalog, nats.url, "--split-items", "2", log=tmp_path / "gw.log")
         with running(w, gateway):
             check(gateway.url)
+            check_cache_header(gateway.url)
     finally:
         nats.stop()
 
@@ -67,3 +69,21 @@ def check(url: str) -> None:
     for k, item in enumerate(answer["items"]):
         assert [(c["start"], c["end"]) for c in item["chunks"]] == [(0, 5), (6, len(texts[k % 3]))]
         np.testing.assert_allclose(item["dense"]["values"], full[k % 3], atol=1e-5)
+
+
+def check_cache_header(url: str) -> None:
+    """A repeated text is answered by the worker's result cache, unless the caller bypasses it."""
+
+    def hits(headers: dict[str, str]) -> int:
+        body = {"items": [{"text": "a text only this check sends"}]}
+        r = httpx.post(f"{url}/v1/encode/{MRL}", json=body, headers=headers, timeout=60)
+        assert r.status_code == 200, r.text
+        count: int = r.json()["timing"]["cache_hits"]
+        return count
+
+    assert hits({"X-SIE-Cache": "bypass"}) == 0  # computed, and not stored
+    assert hits({}) == 0  # computed and stored
+    assert hits({}) == 1
+    assert hits({"X-SIE-Cache": "bypass"}) == 0
+    r = httpx.post(f"{url}/v1/encode/{MRL}", json={"items": [{"text": "x"}]}, headers={"X-SIE-Cache": "maybe"})
+    assert r.status_code == 400 and "X-SIE-Cache" in r.text

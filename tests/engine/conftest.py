@@ -119,6 +119,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
         pinned: frozenset[str] = frozenset(),
         behaviour: Behaviour | None = None,
         lanes: bool = True,
+        defer_s: float = 0.0,
         factory: Callable[[Behaviour], Any] = fake_factory,
     ) -> Engine:
         behaviour = behaviour or Behaviour()
@@ -137,7 +138,7 @@ async def make_engine() -> AsyncIterator[EngineFactory]:
         scheduler = Scheduler(
             pool,
             metrics,
-            policy=PriorityPolicy(batch_share, batch_max_tokens, lanes),
+            policy=PriorityPolicy(batch_share, batch_max_tokens, lanes, defer_s=defer_s),
             max_queued_items=max_queued_items,
             load_timeout_s=30,
         )

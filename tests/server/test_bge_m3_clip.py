@@ -63,7 +63,7 @@ def test_bad_image_bytes_are_a_400(base_url: str) -> None:
     body = {"items": [{"images": [{"data": base64.b64encode(b"not an image").decode(), "format": "png"}]}]}
     r = httpx.post(f"{base_url}/v1/encode/{CLIP}", json=body, timeout=120)
     assert r.status_code == 400 and r.headers["x-sie-error-code"] == "INVALID_INPUT"
-    assert "image 0 is not a readable image" in r.json()["detail"]["message"]
+    assert "items[0].images[0] is not a readable image" in r.json()["detail"]["message"]
     bad_b64 = {"items": [{"images": [{"data": "***", "format": "png"}]}]}
     assert httpx.post(f"{base_url}/v1/encode/{CLIP}", json=bad_b64).status_code == 400
     two = {"items": [{"images": [{"data": base64.b64encode(png((1, 2, 3))).decode()}] * 2}]}

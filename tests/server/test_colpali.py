@@ -131,11 +131,12 @@ def test_score_ranks_pages_by_maxsim_of_the_encoded_vectors(server: ServerProces
 def test_bad_image_bytes_are_a_400(server: ServerProcess) -> None:
     bad = {"data": base64.b64encode(b"%PDF-1.7 not a picture").decode(), "format": "png"}
     body = {"items": [{"images": [PAGES["green"]]}, {"images": [bad]}], "params": {"output_types": ["multivector"]}}
-    # bypass: with the green page cached, the message counts only the uncached images (a known defect)
-    url, bypass = f"{server.url}/v1/encode/test/tiny-colqwen2", {"X-SIE-Cache": "bypass"}
-    r = httpx.post(url, json=body, headers=bypass, timeout=120)
-    assert r.status_code == 400 and r.headers["x-sie-error-code"] == "INVALID_INPUT"
-    assert "image 1 is not a readable image" in r.json()["detail"]["message"]
+    url = f"{server.url}/v1/encode/test/tiny-colqwen2"
+    # the same with the green page in the result cache (only the bad one decoded) and without the cache
+    for headers in ({"X-SIE-Cache": "use"}, {"X-SIE-Cache": "bypass"}):
+        r = httpx.post(url, json=body, headers=headers, timeout=120)
+        assert r.status_code == 400 and r.headers["x-sie-error-code"] == "INVALID_INPUT"
+        assert "items[1].images[0] is not a readable image" in r.json()["detail"]["message"]
     # the same page in a score request is refused the same way, and the model still serves afterwards
     query = {"query": {"text": QUERY}, "items": [{"id": "x", "images": [bad]}]}
     assert httpx.post(f"{server.url}/v1/score/test/tiny-colqwen2", json=query, timeout=120).status_code == 400

@@ -9,6 +9,7 @@ gateway that made it died before queueing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -18,6 +19,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from sie_server.batches.backend import Caps, Owner
 from sie_server.batches.lines import NotJsonl, UploadCheck
 from sie_server.cluster import nats_connection
+from sie_server.cluster.batch_figures import BatchFigures
 from sie_server.cluster.batch_finalize import STALE_S, finalize, progress
 from sie_server.cluster.batch_store import BatchRecord, BatchStore, FileRecord, now
 from sie_server.contract.batch_wire import (
@@ -33,6 +35,7 @@ from sie_server.contract.batch_wire import (
     FileObject,
     RequestCounts,
 )
+from sie_server.contract.status import BatchesStatus
 from sie_server.errors import InvalidInput, NotFound, QueueFull
 
 log = logging.getLogger(__name__)
@@ -62,13 +65,26 @@ def _queue_errors(
 
 
 class ClusterBatches:
-    def __init__(self, caps: Caps) -> None:
+    def __init__(self, caps: Caps, figures: BatchFigures) -> None:
         self.caps = caps
+        self.figures = figures
         self._store: BatchStore | None = None
         self._restoring: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[None] | None = None
 
     def start(self, store: BatchStore) -> None:
         self._store = store
+        self._reading = asyncio.get_running_loop().create_task(self.figures.run(store))
+
+    async def stop(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reading
+
+    def status(self) -> BatchesStatus:
+        """Batches in progress, lines in flight, done and failed, lines/s (cluster/batch_figures.py)."""
+        return self.figures.status()
 
     def restore_later(self) -> None:
         if self._store is not None and (self._restoring is None or self._restoring.done()):

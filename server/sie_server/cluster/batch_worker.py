@@ -13,7 +13,8 @@ stream (cluster/batch_store.py), at most ``inflight`` at once (``--batch-infligh
   (cluster/batch_finalize.py).
 
 A line answered 503 or 429 (the queue is full, a model cannot fit right now) is put back with a delay
-a few times before that answer becomes its error line.
+a few times before that answer becomes its error line; so is a line message that fails outside its run
+(its stored body unreadable, a bug), whose error line then says so.
 """
 
 from __future__ import annotations
@@ -25,17 +26,28 @@ from typing import Any
 
 import orjson
 
-from sie_server.batches.lines import InputLine, internal_error, parse_line, problem_result, run_line
+from sie_server.batches.lines import (
+    InputLine,
+    LineProblem,
+    LineResult,
+    internal_error,
+    parse_line,
+    problem_result,
+    run_line,
+)
 from sie_server.cluster import nats_connection
 from sie_server.cluster.batch_finalize import expired, finalize
 from sie_server.cluster.batch_store import BATCH, LINE, LINE_REF, LINES_CONSUMER, LINES_STREAM, BatchStore
 from sie_server.contract.batch_wire import BatchStatus
+from sie_server.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 FETCH_WAIT_S = 1.0
 QUEUE_WINDOW = 256  # line publishes awaited together while a batch is queued
 TRANSIENT = (429, 503)
 TRANSIENT_TRIES = 5
+OUTSIDE_TRIES = 5  # deliveries of a line message that fails outside its run before it gets its error line
+INTERNAL = ErrorCode.INFERENCE_ERROR.value.lower()
 RETRY_DELAY_S = 2.0
 
 
@@ -120,8 +132,33 @@ class BatchLines:
         except NatsError as exc:  # unacked: the message is delivered again
             log.warning("worker %s: batch %s: %s; the message will be redelivered", self.worker, batch_id,
                         nats_connection.describe(exc))  # fmt: skip
+        except Exception:
+            if msg.subject.startswith("sie.batch.start."):
+                raise  # logged by _done; unacked, queued again by the next worker to take it
+            keepalive.cancel()
+            await self._failed_outside(batch_id, msg)
         finally:
             keepalive.cancel()
+
+    async def _failed_outside(self, batch_id: str, msg: Any) -> None:
+        """A line message that failed outside its run (its stored body unreadable, a bug): tried again
+        after a delay, and after ``OUTSIDE_TRIES`` deliveries given its error line and acked, so the batch
+        still ends with one line out per line in."""
+        tries = msg.metadata.num_delivered
+        log.exception("worker %s: batch %s: a line message failed outside its run (delivery %d of %d)",
+                      self.worker, batch_id, tries, OUTSIDE_TRIES)  # fmt: skip
+        if tries < OUTSIDE_TRIES:
+            await msg.nak(delay=RETRY_DELAY_S)
+            return
+        custom_id = None
+        with contextlib.suppress(Exception):
+            custom_id = (await self.store.line(msg)).custom_id
+        said = f"the line failed {tries} times before it could run"
+        problem = problem_result(batch_id, LineProblem(int(msg.headers[LINE]), custom_id, INTERNAL, said))
+        await self.store.record(batch_id, problem)
+        await msg.ack_sync()
+        if await self.store.unsent(batch_id) == 0:
+            await finalize(self.store, batch_id)
 
     async def _live(self, batch_id: str) -> bool:
         record = await self.store.batch(batch_id)
@@ -143,7 +180,8 @@ class BatchLines:
             if isinstance(parsed, InputLine):
                 pending.append(await self.store.publish_line(batch_id, parsed))
             else:
-                await self.store.record(batch_id, problem_result(batch_id, parsed))
+                problem = problem_result(batch_id, parsed)
+                self._count(batch.endpoint, problem, await self.store.record(batch_id, problem))
             index += 1
             if len(pending) >= QUEUE_WINDOW:
                 await asyncio.gather(*pending)
@@ -182,8 +220,15 @@ class BatchLines:
         if status in TRANSIENT and msg.metadata.num_delivered < TRANSIENT_TRIES:
             await msg.nak(delay=RETRY_DELAY_S)
             return False
-        await self.store.record(batch_id, result)
+        self._count(line.url, result, await self.store.record(batch_id, result))
         return True
+
+    def _count(self, endpoint: str, result: LineResult, kept: LineResult) -> None:
+        """A line this worker finished, on its /metrics (``sie_batch_lines_total``) as a single server counts
+        it; not when another delivery's result was kept first."""
+        metrics = getattr(self.app.state.sie, "metrics", None)
+        if metrics is not None and kept is result:
+            metrics.batch_lines.labels(endpoint, "completed" if result.ok else "failed").inc()
 
     async def _keep_alive(self, msg: Any) -> None:
         while True:

@@ -82,6 +82,7 @@ class WorkerSeen:
     models: dict[str, dict[str, Any]]  # model id -> its /v1/models entry on that worker
     inflight: int
     stopping: bool = False  # draining: takes no new work of its own
+    batch_inflight: int = 0  # its --batch-inflight: batch lines it runs at once at most
 
 
 class Gateway:
@@ -156,7 +157,12 @@ class Gateway:
         beat = json.loads(msg.data)
         models = beat.get("models", {})
         self.workers[beat["worker"]] = WorkerSeen(beat["pool"], time.monotonic(), models, int(beat.get("inflight", 0)),
-                                                  bool(beat.get("stopping", False)))  # fmt: skip
+                                                  bool(beat.get("stopping", False)),
+                                                  int(beat.get("batch_inflight", 0)))  # fmt: skip
+
+    def batch_inflight(self) -> int:
+        """Batch lines the live workers run at once at most (their --batch-inflight summed)."""
+        return sum(seen.batch_inflight for worker, seen in self.workers.items() if self.live(worker))
 
     def live(self, worker: str) -> bool:
         seen = self.workers.get(worker)
@@ -204,7 +210,7 @@ class Gateway:
             await asyncio.sleep(1.0)
 
     async def send(self, pool: str, priority: str, path: str, body: bytes, model_id: str, *,
-                   wait_for_model: bool = True, deadline: float | None = None) -> Call:  # fmt: skip
+                   wait_for_model: bool = True, deadline: float | None = None, cache: bool = True) -> Call:  # fmt: skip
         """Publish one work message (a msgpack request body); replies arrive on the returned call."""
         token = uuid.uuid4().hex
         call = Call(reply_to=f"{self.inbox}.{token}", pool=pool, priority=priority, target=self.holder(pool, model_id))
@@ -217,6 +223,8 @@ class Gateway:
             call.headers[streams.DEADLINE] = f"{deadline:.3f}"
         if not wait_for_model:
             call.headers[streams.WAIT_FOR_MODEL] = "false"
+        if not cache:  # X-SIE-Cache: bypass holds on the worker too
+            call.headers[h.CACHE] = "bypass"
         call.body = body
         if not streams.fits(self.nc, len(body)):
             call.body_ref = f"request-{token}"

@@ -20,6 +20,7 @@ from sie_server.api.middleware import ApiKeys, RequestMetrics
 from sie_server.api.quota import with_quota
 from sie_server.batches.backend import Caps
 from sie_server.cluster.batch_backend import ClusterBatches
+from sie_server.cluster.batch_figures import BatchFigures
 from sie_server.cluster.batch_store import BatchStore
 from sie_server.cluster.gateway import Gateway, GatewaySettings
 from sie_server.cluster.gateway_service import GatewayService, NoWorkerYet
@@ -35,13 +36,15 @@ async def _no_worker_yet(request: Request, exc: Exception) -> Response:
 def create_gateway_app(settings: GatewaySettings) -> FastAPI:
     gateway = Gateway(settings)
     service = GatewayService(gateway)
-    batches = ClusterBatches(Caps(settings.batch_max_file_bytes, settings.batch_max_lines, settings.max_body_bytes))
+    caps = Caps(settings.batch_max_file_bytes, settings.batch_max_lines, settings.max_body_bytes)
+    batches = ClusterBatches(caps, BatchFigures(gateway.metrics.batches_in_progress, gateway.batch_inflight))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gateway.start()
         batches.start(await BatchStore.open(gateway.nc, ack_wait_s=settings.ack_wait_s))
         yield
+        await batches.stop()
         await gateway.stop()
 
     guarded, quota = with_quota(service, settings.max_queued_per_key)

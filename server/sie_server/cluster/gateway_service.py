@@ -213,7 +213,14 @@ class GatewayService:
         body = codec.pack(request.model_dump(exclude_none=True))
         path = f"/v1/{task}/{model.id}"
         return await self.gateway.send(
-            pool, call.priority, path, body, model.id, wait_for_model=call.wait_for_load, deadline=call.deadline
+            pool,
+            call.priority,
+            path,
+            body,
+            model.id,
+            wait_for_model=call.wait_for_load,
+            deadline=call.deadline,
+            cache=call.cache,
         )
 
     async def _ask(self, model: ModelConfig, task: str, request: BaseModel, answer: type[R], call: CallOptions) -> R:

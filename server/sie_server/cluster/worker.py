@@ -242,7 +242,7 @@ class QueueWorker:
             h.WAIT_FOR_MODEL: headers.get(streams.WAIT_FOR_MODEL, "true"),
             h.QUEUE_TOKEN: self.app.state.sie.queue_token,
         }
-        for carried in (h.REQUEST_ID, h.TRACEPARENT, h.TRACESTATE):  # the request's id and trace go on
+        for carried in (h.REQUEST_ID, h.TRACEPARENT, h.TRACESTATE, h.CACHE):  # its id, trace and cache choice go on
             if carried in headers:
                 call_headers[carried] = headers[carried]
         if streams.DEADLINE in headers:  # what is left of the caller's wait (0: it has passed; the route refuses)
@@ -339,7 +339,14 @@ class QueueWorker:
             return
         self._last_beat = summary
         stopping = self._stopping.is_set() or bool(state.draining)
-        beat = {"worker": self.id, "pool": self.pool, "models": models, "inflight": self.inflight, "stopping": stopping}
+        beat = {
+            "worker": self.id,
+            "pool": self.pool,
+            "models": models,
+            "inflight": self.inflight,
+            "stopping": stopping,
+            "batch_inflight": state.settings.batch_inflight,
+        }
         with contextlib.suppress(Exception):
             await self.nc.publish(streams.HEARTBEAT_SUBJECT.format(pool=self.pool), json.dumps(beat).encode())
 

@@ -26,7 +26,7 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
 from sie_server.engine.batching import form_batch, padded_cost
 from sie_server.engine.isolation import OOM_RETRY_AFTER_S, is_out_of_memory, run_apart, settle
-from sie_server.engine.policy import PRIORITIES, PriorityPolicy
+from sie_server.engine.policy import BATCH, PRIORITIES, PriorityPolicy
 from sie_server.errors import InferenceError, InvalidInput, QueueFull, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability import logging as request_logs
@@ -178,7 +178,7 @@ class Scheduler:
         self._drop_abandoned()
         waiting = {i.priority for items in self._groups.values() for i in items}
         ready = {p for p in waiting if self.policy.lane(p) not in self._running}
-        chosen = self.policy.next_class(ready)
+        chosen = self.policy.next_class(self.policy.startable(ready, *self._batch_wait()))
         if chosen is None:
             return None
         best: GroupKey | None = None
@@ -197,6 +197,13 @@ class Scheduler:
         profile = model.profile(self.pool.device_kind)
         batch = form_batch(candidates, budget, profile.max_padding_ratio, profile.min_batch_tokens)
         return batch, budget, waiting
+
+    def _batch_wait(self) -> tuple[set[str], float | None]:
+        """The classes running now, and how long the oldest batch-class item has waited (None: none waits)."""
+        oldest = min((i.enqueued_at for items in self._groups.values() for i in items if i.priority == BATCH),
+                     default=None)  # fmt: skip
+        waited = None if oldest is None else time.monotonic() - oldest
+        return {b[0].priority for b in self._running.values()}, waited
 
     def _lane_free(self) -> bool:
         """Whether some waiting class has its lane free (checked before planning, which walks the queue)."""
@@ -218,7 +225,10 @@ class Scheduler:
             planned = self._plan() if self._lane_free() else None
             if planned is None:
                 self._wake.clear()
-                await self._wake.wait()
+                # batch work held back beside an interactive batch (--batch-defer-ms) starts when its wait is up
+                held = self.policy.deferred_for(*self._batch_wait())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), held)
                 continue
             batch, budget, waiting = planned
             wait_s = batch[0].model.profile(self.pool.device_kind).max_batch_wait_ms / 1000

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from sie_server.adapters.extractors.gliner2 import Gliner2Adapter
 from sie_server.adapters.runtime.base import ModelAdapter, Tokens
 from sie_server.adapters.runtime.encoder import ImageEncoder, PairScorer, SpanExtractor, TextEncoder
+from sie_server.adapters.runtime.images import PlacedImage
 from sie_server.adapters.runtime.options import (
     BatchOptions,
     EncodeOptions,
@@ -298,8 +299,8 @@ class InferenceService:
             contents = [text_bytes(word) for word in words]
             runs.append((texts, self._each(model, adapter, call, (options, instruction), contents, compute)))
         if images and imager is not None:
-            # one call: an unreadable image is named by its position in the list
-            pictures = [inputs[k].image or b"" for k in images]
+            # one call; an unreadable image is named by its item's place in the request
+            pictures = [PlacedImage(inputs[k].image or b"", f"items[{k}].images[0]") for k in images]
             image_options = replace(options, modality="image")
             compute = partial(self._computed, model, imager.image_tokens, pictures, image_options, call, timing, False)
             runs.append((images, self._each(model, adapter, call, (image_options, instruction), pictures, compute)))

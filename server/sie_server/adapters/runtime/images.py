@@ -35,14 +35,26 @@ def flatten(image: Any) -> Any:
     return Image.fromarray(np.clip(np.rint(blended), 0, 255).astype(np.uint8), "RGB")
 
 
+class PlacedImage(bytes):
+    """Image bytes that know where they stand in the request (``items[3].images[0]``), so an adapter that
+    decodes a sublist of a request's images (the others answered by the result cache) names the right one."""
+
+    where: str
+
+    def __new__(cls, data: bytes, where: str) -> PlacedImage:
+        placed = super().__new__(cls, data)
+        placed.where = where
+        return placed
+
+
 def open_rgb(data: bytes, index: int) -> Any:
-    """The image in ``data`` as an RGB PIL image; InvalidInput naming image ``index`` when it is not one."""
+    """The image in ``data`` as an RGB PIL image; InvalidInput naming the image (its place in the request,
+    else ``image {index}`` of the list decoded) when it is not one."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as image:
             return flatten(image)
     except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as exc:
-        raise InvalidInput(
-            f"image {index} is not a readable image ({type(exc).__name__}); send PNG or JPEG bytes"
-        ) from None
+        where = data.where if isinstance(data, PlacedImage) else f"image {index}"
+        raise InvalidInput(f"{where} is not a readable image ({type(exc).__name__}); send PNG or JPEG bytes") from None
