@@ -372,6 +372,14 @@ def engine_dashboard() -> Any:
             "short",
             (f"sum by (model, kind) (increase(sie_isolation_retries_total{m}[{RATE}]))", "{{model}} {{kind}}"),
         ),
+        timeseries(
+            "Non-finite outputs",
+            "Encode and score items whose output held NaN or Inf: run again in float32 when their model runs "
+            "in fp16 or bf16, and failed (NON_FINITE_OUTPUT) when still not finite.",
+            "short",
+            (f"sum by (model, kind) (increase(sie_nonfinite_reruns_total{m}[{RATE}]))", "{{model}} {{kind}} rerun"),
+            (f"sum by (model, kind) (increase(sie_nonfinite_failures_total{m}[{RATE}]))", "{{model}} {{kind}} failed"),
+        ),
     ]
     batch_api = [
         timeseries(

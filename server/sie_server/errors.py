@@ -24,6 +24,7 @@ class ErrorCode(StrEnum):
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     INVALID_OUTPUT = "INVALID_OUTPUT"
     NOT_FOUND = "NOT_FOUND"
+    NON_FINITE_OUTPUT = "NON_FINITE_OUTPUT"
 
 
 ERROR_STATUS: dict[ErrorCode, int] = {
@@ -40,6 +41,7 @@ ERROR_STATUS: dict[ErrorCode, int] = {
     ErrorCode.DEADLINE_EXCEEDED: 504,
     ErrorCode.INVALID_OUTPUT: 502,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.NON_FINITE_OUTPUT: 502,
 }
 
 
@@ -107,6 +109,13 @@ class InvalidOutput(SIEError):
     not the caller's fault, and never replaced by a guess."""
 
     code = ErrorCode.INVALID_OUTPUT
+
+
+class NonFiniteOutput(SIEError):
+    """An encode or score item's output holds NaN or Inf even in float32 (``engine/finite.py``): that item's
+    error, never a vector a caller would index or rank with; the rest of its batch is answered."""
+
+    code = ErrorCode.NON_FINITE_OUTPUT
 
 
 class RateLimited(SIEError):

@@ -35,6 +35,8 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_model_load_seconds", HISTOGRAM, ("model",)),
     ("sie_oom_total", COUNTER, ("model",)),
     ("sie_isolation_retries_total", COUNTER, ("model", "kind")),
+    ("sie_nonfinite_reruns_total", COUNTER, ("model", "kind")),
+    ("sie_nonfinite_failures_total", COUNTER, ("model", "kind")),
     ("sie_cache_hits_total", COUNTER, ("model",)),
     ("sie_cache_misses_total", COUNTER, ("model",)),
     ("sie_cache_coalesced_total", COUNTER, ("model",)),

@@ -66,6 +66,7 @@ TEI_ERRORS: dict[ErrorCode, tuple[int, ErrorType]] = {
     ErrorCode.RATE_LIMITED: (429, ErrorType.OVERLOADED),
     ErrorCode.INFERENCE_ERROR: (424, ErrorType.BACKEND),
     ErrorCode.INVALID_OUTPUT: (424, ErrorType.BACKEND),
+    ErrorCode.NON_FINITE_OUTPUT: (424, ErrorType.BACKEND),
     ErrorCode.DEADLINE_EXCEEDED: (504, ErrorType.BACKEND),
     ErrorCode.UNAUTHENTICATED: (401, ErrorType.VALIDATION),
     ErrorCode.FORBIDDEN: (403, ErrorType.VALIDATION),

@@ -19,7 +19,9 @@ from sie_server.engine.result_cache import CacheKey, ResultCache, freeze
 from sie_server.errors import ErrorCode, SIEError
 
 #: leader failures that any computation of the same input would meet again: shared with the followers
-SHARED_ERRORS = frozenset({ErrorCode.INVALID_INPUT, ErrorCode.INFERENCE_ERROR, ErrorCode.INVALID_OUTPUT})
+SHARED_ERRORS = frozenset(
+    {ErrorCode.INVALID_INPUT, ErrorCode.INFERENCE_ERROR, ErrorCode.INVALID_OUTPUT, ErrorCode.NON_FINITE_OUTPUT}
+)
 
 Compute = Callable[[list[int]], Awaitable[list[Any]]]
 

@@ -25,6 +25,7 @@ from sie_server.adapters.runtime.options import BatchOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
 from sie_server.engine.batching import form_batch, padded_cost
+from sie_server.engine.finite import FiniteCheck
 from sie_server.engine.isolation import OOM_RETRY_AFTER_S, is_out_of_memory, run_apart, settle
 from sie_server.engine.policy import BATCH, PRIORITIES, PriorityPolicy
 from sie_server.errors import InferenceError, InvalidInput, QueueFull, ResourceExhausted, SIEError
@@ -110,6 +111,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         lanes = {policy.lane(p) for p in PRIORITIES}
         self._executors = {lane: ComputeThread(f"sie-{lane}") for lane in lanes}
+        self.finite = FiniteCheck(metrics)  # encode and score results: NaN or Inf rerun in fp32, else failed
         self._task: asyncio.Task[None] | None = None
 
     # ----- admission -----------------------------------------------------------------------
@@ -322,7 +324,7 @@ class Scheduler:
             log.exception("batch of %d for %s failed", len(batch), model_id)
             failed = InferenceError(f"model {model_id} failed on this batch ({type(exc).__name__})")
             return partial(self._fail, batch, failed)
-        return partial(self._succeed, batch, results)
+        return partial(self._settle, batch, await self.finite.settle(adapter, batch, results, executor))
 
     async def _apart(self, adapter: Encoder[Any], batch: list[WorkItem], executor: Executor) -> Callable[[], None]:
         """The batch failed as a whole: run it again in halves, down to single items, so that only the
@@ -335,7 +337,7 @@ class Scheduler:
         failed = sum(isinstance(o, SIEError) for o in outcomes)
         if failed:
             log.warning("%s: %d of %d items failed on their own", model_id, failed, len(live))
-        return partial(self._settle, live, outcomes)
+        return partial(self._settle, live, await self.finite.settle(adapter, live, outcomes, executor))
 
     def _submit(self, adapter: Encoder[Any], batch: list[WorkItem], executor: Executor) -> Running:
         return asyncio.get_running_loop().run_in_executor(
@@ -378,14 +380,6 @@ class Scheduler:
         self.metrics.padding_ratio.labels(model_id).observe(padded / max(real, 1))
         self.metrics.real_tokens.labels(model_id).inc(real)
         self.metrics.padded_tokens.labels(model_id).inc(padded)
-
-    @staticmethod
-    def _succeed(batch: list[WorkItem], results: list[Any]) -> None:
-        finished = time.monotonic()
-        for item, result in zip(batch, results, strict=True):
-            item.finished_at = finished
-            if not item.future.done():
-                item.future.set_result(result)
 
     @staticmethod
     def _settle(batch: list[WorkItem], outcomes: list[Any]) -> None:

@@ -105,6 +105,20 @@ class Metrics:
             ["model", "kind"],
             registry=r,
         )
+        self.nonfinite_reruns = Counter(
+            "sie_nonfinite_reruns",
+            "Encode and score items whose output held NaN or Inf in a reduced precision (fp16, bf16) and were "
+            "run again in float32 (engine/finite.py)",
+            ["model", "kind"],
+            registry=r,
+        )
+        self.nonfinite_failures = Counter(
+            "sie_nonfinite_failures",
+            "Encode and score items answered NON_FINITE_OUTPUT: their output held NaN or Inf in float32 too "
+            "(or their model runs in float32 or int8, with nothing to run them again in)",
+            ["model", "kind"],
+            registry=r,
+        )
         self.batches_in_progress = Gauge(
             "sie_batches_in_progress", "Batch API batches this server is running (OpenAI's /v1/batches)", registry=r
         )
