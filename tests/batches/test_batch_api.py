@@ -126,6 +126,10 @@ def test_caps_on_lines_and_bytes(client: openai.OpenAI, batch_server: ServerProc
     data_dir = batch_server.log.parent / "data" / "batches" / "files" if batch_server.log else None
     assert data_dir is not None
     assert not list(data_dir.glob("*.part"))
+    # a body that is not multipart at all (found by the fuzz: it was a 500)
+    broken = f"--{boundary}\r\nNone--{boundary}--\r\n".encode()
+    answer = httpx.post(f"{batch_server.url}/v1/files", content=broken, headers=headers, timeout=60)
+    assert answer.status_code == 400 and "malformed" in answer.json()["error"]["message"], answer.text
 
 
 def test_unknown_endpoint_window_and_deleted_file(client: openai.OpenAI) -> None:

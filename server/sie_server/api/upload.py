@@ -10,6 +10,7 @@ import collections
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
@@ -75,11 +76,21 @@ class StreamedUpload:
             try:
                 chunk = await self.stream.__anext__()
             except StopAsyncIteration:
-                self.parser.finalize()
+                self._parse(None)
                 self.done = True
                 continue
-            self.parser.write(chunk)
+            self._parse(chunk)
         return self.events.popleft()
+
+    def _parse(self, chunk: bytes | None) -> None:
+        """Feed the parser (``None``: the body has ended); a body that is not multipart is the caller's error."""
+        try:
+            if chunk is None:
+                self.parser.finalize()
+            else:
+                self.parser.write(chunk)
+        except FormParserError as exc:
+            raise InvalidInput(f"the multipart/form-data body is malformed ({exc})") from None
 
     @staticmethod
     def _begin(disposition: bytes) -> _Part:
