@@ -82,8 +82,13 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
 
 def serve(settings: Settings) -> int:
     _observe(settings, "sie-server")
+    # ONNX Runtime (>= 1.29, rapidocr's and faster-whisper's runtime) sends 1DS telemetry from native code, to
+    # mobile.events.data.microsoft.com, unless this is set before it starts: off unless the user asks otherwise
+    # (tests/server/test_offline_guard.py saw its DNS lookups before this)
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     if settings.offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["ORT_DISABLE_TELEMETRY"] = "1"  # offline means offline, whatever the environment says
     from sie_server.memory.heap import bound_shape_caches
 
     bound_shape_caches()  # before any batch runs: oneDNN's per-shape caches would grow with every batch shape

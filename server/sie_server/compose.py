@@ -23,6 +23,7 @@ from sie_server.device import device_kind, resolve_device, steer_attention
 from sie_server.engine.cache_scope import ItemCache
 from sie_server.engine.frontdoor import EngineFrontDoor
 from sie_server.engine.generation import GenerationService
+from sie_server.engine.model_health import ModelHealth
 from sie_server.engine.policy import PriorityPolicy
 from sie_server.engine.result_cache import ResultCache
 from sie_server.engine.scheduler import Scheduler
@@ -53,6 +54,7 @@ def build_state(settings: Settings) -> EngineFrontDoor:
         cpu_precision=settings.cpu_precision,
         gguf_formats=settings.gguf_formats,
         torch_prefill_tokens=settings.torch_prefill_tokens,
+        max_load_waiters=settings.max_load_waiters,
     )
     policy = PriorityPolicy(
         settings.batch_share,
@@ -98,7 +100,7 @@ async def preload(state: EngineFrontDoor) -> None:
     for model_id in dict.fromkeys([*state.settings.pin, *state.settings.preload]):
         try:
             config = state.resolve(model_id)
-            await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s)
+            await state.pool.acquire(config, wait=True, timeout_s=state.settings.load_timeout_s, request=False)
         except SIEError as exc:
             state.preload_errors[model_id] = exc.message
             log.error("preload of %s failed: %s", model_id, exc.message)
@@ -160,6 +162,10 @@ def create_app(settings: Settings) -> FastAPI:
         mcp_allowed_hosts=settings.mcp_allowed_hosts,
     )
     app.state.sie = state
+    required = (canonical_id(m) for m in [*settings.pin, *settings.preload])  # /readyz fails if these cannot load
+    health = ModelHealth(state.pool, state.scheduler, state.generation, required=required,
+                         stall_after_s=settings.stall_after_s)  # fmt: skip
+    app.state.judge_readiness = health.judge
     access = Access.from_settings(settings)
     app.state.access = access  # the Batch API derives each object's owner from the caller's key
     app.state.batches = batches

@@ -200,6 +200,18 @@ class Settings(CommonSettings):
     offline: bool = Field(default=False, description="never touch the Hugging Face hub")
     threads: int = Field(default_factory=default_threads, ge=1, description="torch threads (default: all cores)")
     load_timeout_s: float = Field(default=300.0, gt=0, description="how long a request waits for a cold model")
+    max_load_waiters: int = Field(
+        default=128,
+        ge=0,
+        description="requests one loading model holds (answered once it is up); more get 503 MODEL_LOADING with "
+        "Retry-After at once, so a burst on a cold model starts one load and holds no unbounded crowd",
+    )
+    stall_after_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="a batch (or decode step) running this long marks its model stalled: /readyz answers 503 "
+        "naming it until the batch ends",
+    )
     max_queued_items: int = Field(default=65536, ge=1, description="admission limit (QUEUE_FULL past it)")
     memory_budget: str | None = Field(
         default=None,

@@ -412,11 +412,23 @@ class MemoryReport(KeepNone):
     cache_bytes: int = 0  # the result cache's part of charged_bytes
 
 
+class ModelProblem(KeepNone):
+    """Why a model cannot serve now (``/readyz``, ``engine/model_health.py``): ``load_failed`` (its last load
+    failed), ``stalled`` (a batch of it has run past ``--stall-after-s``), ``stopped`` (the batch loop ended;
+    named ``*``, every model). ``required``: pinned or preloaded, so its problem makes ``/readyz`` 503."""
+
+    problem: Literal["load_failed", "stalled", "stopped"]
+    message: str
+    required: bool
+
+
 class Readiness(Sparse):
-    status: Literal["ready", "starting", "draining", "disconnected"]  # disconnected: a queue worker without NATS
+    # disconnected: a queue worker without NATS; failing: a required model failed to load, or a batch stalled
+    status: Literal["ready", "starting", "draining", "disconnected", "failing"]
     queued_items: int | None = None
     inflight_requests: int | None = None
     preload_errors: dict[str, str] | None = None
+    models: dict[str, ModelProblem] | None = None  # the models that cannot serve now, and why
 
 
 class NoWorkerYet(KeepNone):

@@ -130,7 +130,8 @@ class DecodeLoop:
         adapter: Generator | None = None
         try:
             while self.waiting or self.active or self.reading:
-                adapter = generator(self.config, await self.pool.acquire(self.config, wait=True, timeout_s=300))
+                acquired = await self.pool.acquire(self.config, wait=True, timeout_s=300, request=False)
+                adapter = generator(self.config, acquired)
                 self._drop_cancelled()
                 joining = self._admit(adapter) if self.reading is None else []
                 joined = False

@@ -124,6 +124,18 @@ class Scheduler:
         running = any(batch[0].model.id == model_id for batch in self._running.values())
         return running or any(m == model_id and n for (m, _), n in self._waiting.items())
 
+    def running(self) -> list[tuple[str, float]]:
+        """Each batch on a lane now: its model and when it began to run (monotonic; 0.0 while its model
+        loads). What /readyz reads to find a stalled batch (engine/model_health.py)."""
+        return [(batch[0].model.id, batch[0].started_at) for batch in self._running.values()]
+
+    def loop_ended(self) -> BaseException | None:
+        """Why the batch loop ended, when it has outside a stop: then no batch would ever run again."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception() or RuntimeError("the batch loop returned")
+
     def submit(self, items: list[WorkItem]) -> None:
         if self.queued + len(items) > self.max_queued_items:
             raise QueueFull(
@@ -289,7 +301,7 @@ class Scheduler:
         model_id = head.model.id
         try:
             if started is None:
-                acquired = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s)
+                acquired = await self.pool.acquire(head.model, wait=True, timeout_s=self.load_timeout_s, request=False)
                 runner = batch_runner(acquired, head)
                 if runner is None:
                     raise InvalidInput(f"model {model_id} does not support {head.options.task}")

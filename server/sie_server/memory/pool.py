@@ -27,13 +27,12 @@ from sie_server.memory.estimate import activation_reserve, gguf_estimate, weight
 from sie_server.memory.heap import freeze_long_lived, thawed
 from sie_server.memory.held import Holding, MemoryProbe, ProcessMemory, Reclaimable
 from sie_server.memory.load_progress import LoadProgress, LoadStage
-from sie_server.memory.slots import ModelState, Slot
+from sie_server.memory.slots import LOADING_RETRY_AFTER_S, ModelState, Slot
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 AdapterFactory = Callable[[ModelConfig, Profile, str], ModelAdapter]
-LOADING_RETRY_AFTER_S = 2.0
 BUSY_RETRY_AFTER_S = 1.0
 PRESSURE_RETRY_AFTER_S = 5.0
 OVER_BUDGET_WARN_EVERY_S = 60.0
@@ -58,6 +57,7 @@ class ModelPool:
         probe: MemoryProbe | None = None,
         gguf_formats: list[GgufFormat] | None = None,
         torch_prefill_tokens: int | None = None,
+        max_load_waiters: int = 128,
     ):
         self.device = device
         self.device_kind = device_kind
@@ -69,6 +69,7 @@ class ModelPool:
         self.cpu_precision = cpu_precision  # --cpu-precision: replaces every cpu profile's list
         self.gguf_formats = gguf_formats  # --gguf-formats: replaces every profile's list
         self.torch_prefill_tokens = torch_prefill_tokens  # --torch-prefill-tokens: every profile's (0: off)
+        self.max_load_waiters = max_load_waiters  # --max-load-waiters: requests one loading model holds
         self.is_busy: Callable[[str], bool] = lambda model_id: False
         self._slots: dict[str, Slot] = {}
         self.reclaimable: Reclaimable | None = None  # the result cache: charged here, gives way to models
@@ -148,8 +149,9 @@ class ModelPool:
         slot.last_used = time.monotonic()
         return slot.adapter
 
-    async def acquire(self, config: ModelConfig, *, wait: bool, timeout_s: float) -> ModelAdapter:
-        """The loaded adapter; starts the load if needed and waits for it when ``wait``."""
+    async def acquire(self, config: ModelConfig, *, wait: bool, timeout_s: float, request: bool = True) -> ModelAdapter:
+        """The loaded adapter; starts the load if needed and waits for it when ``wait``. ``request``: a
+        request's wait, one of at most ``max_load_waiters`` (``Slot.wait_loaded``); False for the engine's own."""
         slot = self.slot(config)
         if slot.state is ModelState.LOADED and slot.adapter is not None:
             slot.last_used = time.monotonic()
@@ -165,13 +167,7 @@ class ModelPool:
             task.add_done_callback(self._tasks.discard)
         if not wait:
             raise ModelLoading(f"model {config.id} is loading; retry shortly", retry_after=LOADING_RETRY_AFTER_S)
-        try:
-            adapter = await asyncio.wait_for(asyncio.shield(slot.loading), timeout_s)
-        except TimeoutError:
-            raise ModelLoading(
-                f"model {config.id} is still loading after {timeout_s:.0f}s; retry shortly",
-                retry_after=LOADING_RETRY_AFTER_S,
-            ) from None
+        adapter = await slot.wait_loaded(timeout_s, bound=self.max_load_waiters if request else None)
         slot.last_used = time.monotonic()
         return adapter
 

@@ -1,7 +1,15 @@
 """``/healthz`` (the process answers), ``/readyz`` (it serves), ``/health`` (TEI's name for the same question)
-and ``/metrics`` (Prometheus)."""
+and ``/metrics`` (Prometheus).
+
+A server's ``/readyz`` also judges its models (``app.state.judge_readiness``, set by the composition
+root; ``engine/model_health.py`` says what makes a pod unready and why): a required model whose load
+failed, or a batch stalled past ``--stall-after-s``, makes it 503 ``"failing"``, and every model that
+cannot serve is named in ``models`` with its reason. ``/healthz`` never looks at a model.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -14,6 +22,13 @@ from sie_server.contract.responses import Readiness
 from sie_server.contract.tei_wire import ErrorType, TeiError
 
 router = APIRouter(tags=["health"])
+
+
+def _readiness(request: Request) -> Readiness:
+    """The service's readiness, judged on its models where the app can (a server; a gateway runs none)."""
+    ready = service(request).readiness()
+    judge: Callable[[Readiness], Readiness] | None = getattr(request.app.state, "judge_readiness", None)
+    return ready if judge is None else judge(ready)
 
 
 @router.get("/healthz", response_class=PlainTextResponse, **text_doc("`ok` while the process answers"))
@@ -32,12 +47,13 @@ async def metrics(request: Request) -> Response:
         200: {"model": Readiness, "description": "serving"},
         503: {
             "model": Readiness,
-            "description": "starting (preload under way), draining, or disconnected (a queue worker without NATS)",
+            "description": "starting (preload under way), draining, disconnected (a queue worker without NATS), "
+            "or failing (a pinned or preloaded model failed to load, or a batch stalled; `models` says which)",
         },
     },
 )
 async def readyz(request: Request) -> Response:
-    ready = service(request).readiness()
+    ready = _readiness(request)
     return json_response(ready, 200 if ready.status == "ready" else 503)
 
 
@@ -46,13 +62,13 @@ async def readyz(request: Request) -> Response:
     response_class=PlainTextResponse,
     responses={
         200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "serving (an empty body)"},
-        503: {"model": TeiError, "description": "starting, draining or disconnected (TEI's error body)"},
+        503: {"model": TeiError, "description": "starting, draining, disconnected or failing (TEI's error body)"},
     },
 )
 async def tei_health(request: Request) -> Response:
     """TEI's health check (``GET /health``): 200 with an empty body while the server serves, else 503 with TEI's
     error body, ``error_type: Unhealthy``."""
-    ready = service(request).readiness()
+    ready = _readiness(request)
     if ready.status == "ready":
         return PlainTextResponse("")
     return json_response(TeiError(error=f"the server is {ready.status}", error_type=ErrorType.UNHEALTHY), 503)
