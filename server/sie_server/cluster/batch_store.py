@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +33,7 @@ from sie_server.contract.batch_wire import Batch, FileObject
 FILES_BUCKET = "SIE_BATCH_FILES"
 RECORDS_BUCKET = "SIE_BATCHES"
 RESULTS_BUCKET = "SIE_BATCH_RESULTS"
+ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the file and batch ids this store makes (file-…, batch_…)
 LINES_STREAM = "SIE_BATCH_LINES"
 LINES_CONSUMER = "batch-workers"
 KEEP_S = 30 * 24 * 3600.0  # files and records: OpenAI keeps batch files until deleted; a month here
@@ -131,6 +133,8 @@ class BatchStore:
     # files
 
     async def file(self, file_id: str) -> FileRecord | None:
+        if not ID.fullmatch(file_id):  # not one this store made, and no valid key: asked as is, NATS refuses it
+            return None
         value = await self._get(self.records, f"file.{file_id}")
         return None if value is None else FileRecord.model_validate_json(value)
 
@@ -159,6 +163,8 @@ class BatchStore:
     # batches
 
     async def batch(self, batch_id: str) -> BatchRecord | None:
+        if not ID.fullmatch(batch_id):
+            return None
         value = await self._get(self.records, f"batch.{batch_id}")
         return None if value is None else BatchRecord.model_validate_json(value)
 
