@@ -4,11 +4,13 @@ answered (or stored in the result cache).
 An item whose output is not finite while its model runs in a reduced precision (fp16, bf16: its torch
 modules hold half-precision weights) is run again in float32: a copy of the adapter whose modules and
 tensors are float32 copies of its own, built on the batch's lane thread for that run and dropped after
-it (a rare event: the copy is not kept, so the memory budget never pays for it). Its float32 answer is
-the item's answer when finite. An item still not finite, or one whose model already runs in float32
-(or int8, which has no float32 copy to run), gets its own ``NON_FINITE_OUTPUT``; the other items of
-its batch are answered as usual, like any other item that fails on its own (``engine/isolation.py``).
-Both are counted (``sie_nonfinite_reruns_total``, ``sie_nonfinite_failures_total``).
+it. The copy is transient and not charged to the memory budget (twice the half-precision weights, for
+the length of one rerun: a rare event); where it does not fit, the rerun fails and so does the item.
+Its float32 answer is the item's answer when finite. An item still not finite, or one whose model
+already runs in float32 (or int8, which has no float32 copy to run), gets its own
+``NON_FINITE_OUTPUT``; the other items of its batch are answered as usual, like any other item that
+fails on its own (``engine/isolation.py``). Both are counted (``sie_nonfinite_reruns_total``,
+``sie_nonfinite_failures_total``).
 """
 
 from __future__ import annotations
