@@ -1,16 +1,20 @@
 """Wire models of Ollama's API (``/api/...``) as its clients send and read it: the official ``ollama``
 Python client, ``langchain-ollama`` and the tools that speak Ollama. Requests accept the fields these
-clients send that this server does not use (``keep_alive``, ``num_ctx``, ``top_k``, ...); answers carry
-Ollama's names, durations in nanoseconds, and leave out what is ``None``."""
+clients send that this server does not use (``keep_alive``, ``num_ctx``, ...: listed in the OpenAPI spec) and
+refuse, by name, a sampler option this server does not have (``top_k``, ``mirostat``, ...;
+``contract/ignored.py``); answers carry Ollama's names, durations in nanoseconds, and leave out what is
+``None``."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool
 
-from sie_server.contract.requests import Seed, Stops, Temperature, Whole
+from sie_server.contract.ignored import Compatible, list_ignored, unserved
+from sie_server.contract.requests import Penalty, Seed, Stops, Temperature, Whole
 from sie_server.contract.responses import KeepNone, ShownSparse
 from sie_server.contract.tools_wire import Tool
 
@@ -19,7 +23,17 @@ OLLAMA_API_VERSION = "0.12.6"
 DEFAULT_NUM_PREDICT = 256  # Ollama's -1 (until the model stops) is capped here, as the native default is
 DEFAULT_TEMPERATURE = 0.8  # Ollama's sampling defaults
 DEFAULT_TOP_P = 0.9
-KeepAlive = float | int | str | None
+#: Go's ``time.ParseDuration`` syntax, which Ollama reads ``keep_alive`` strings with ("5m", "1h30m", "-1m")
+GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+")
+
+
+def _keep_alive(value: float | int | str | None) -> float | int | str | None:
+    if isinstance(value, str) and value != "0" and not GO_DURATION.fullmatch(value):
+        raise ValueError('must be a duration such as "5m", "1h30m" or "-1m", or a number of seconds (-1: forever)')
+    return value
+
+
+KeepAlive = Annotated[float | int | str | None, AfterValidator(_keep_alive)]
 LATEST = ":latest"  # Ollama's default tag: ``name`` and ``name:latest`` are one model
 
 
@@ -33,14 +47,22 @@ def now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-class _Open(BaseModel):
-    # Ollama's clients send fields this server does not use: accepted, ignored
-    model_config = ConfigDict(extra="ignore", strict=True)
+class _Open(Compatible):
+    # Ollama's clients send fields this server does not use: accepted, ignored (and listed: ``IGNORED``)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=list_ignored)
+
+
+#: Ollama's load-time and runtime options: how llama.cpp is set up, not what it answers; ignored
+LOAD_OPTIONS = ("num_ctx", "num_batch", "num_gpu", "main_gpu", "low_vram", "num_thread", "numa", "use_mmap",
+                "use_mlock", "vocab_only", "num_keep")  # fmt: skip
+NO_SAMPLER = "this server's sampler has temperature, top_p, seed, stop and the presence / frequency penalties only"
 
 
 class OllamaOptions(_Open):
-    """``options``: the sampling options this server applies; the load-time ones are ignored."""
+    """``options``: the sampling options this server applies; the load-time ones are ignored; a sampler it
+    does not have is refused unless set to the value that turns it off."""
 
+    IGNORED = LOAD_OPTIONS
     num_predict: Whole | None = Field(
         default=None, description=f"tokens to generate; -1 or -2 (Ollama's unbounded): {DEFAULT_NUM_PREDICT}"
     )
@@ -48,6 +70,14 @@ class OllamaOptions(_Open):
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
     seed: Seed | None = None
     stop: Stops = None
+    presence_penalty: Penalty | None = None
+    frequency_penalty: Penalty | None = None
+    top_k: Annotated[Whole | None, unserved(NO_SAMPLER, 0)] = None
+    min_p: Annotated[float | int | None, unserved(NO_SAMPLER, 0.0, 0)] = None
+    typical_p: Annotated[float | int | None, unserved(NO_SAMPLER, 1.0, 1)] = None
+    tfs_z: Annotated[float | int | None, unserved(NO_SAMPLER, 1.0, 1)] = None
+    repeat_penalty: Annotated[float | int | None, unserved(NO_SAMPLER, 1.0, 1)] = None
+    mirostat: Annotated[Whole | None, unserved(NO_SAMPLER, 0)] = None
 
 
 #: ``format``: ``"json"`` (any JSON object), a JSON schema, or ``""`` / absent (free text)
@@ -73,6 +103,7 @@ class OllamaMessage(_Open):
 
 
 class _Generation(_Open):
+    IGNORED = ("keep_alive",)
     model: str
     format: Format = None
     options: OllamaOptions | None = None
@@ -106,6 +137,7 @@ class OllamaGenerateRequest(_Generation):
 class OllamaEmbedRequest(_Open):
     """``POST /api/embed``; ``truncate`` false: an input over the model's limit is a 400."""
 
+    IGNORED = ("options", "keep_alive")
     model: str
     input: str | list[str] = Field(min_length=1)
     truncate: StrictBool = True
@@ -117,6 +149,7 @@ class OllamaEmbedRequest(_Open):
 class OllamaEmbeddingsRequest(_Open):
     """``POST /api/embeddings`` (Ollama's older embedding route): one prompt, one vector."""
 
+    IGNORED = ("options", "keep_alive")
     model: str
     prompt: str = ""
     options: dict[str, Any] | None = None

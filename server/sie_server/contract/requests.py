@@ -1,6 +1,6 @@
-"""Wire models of request bodies. Unknown fields are refused so typos get a clear 400 (the OpenAI
-and Cohere shapes accept the fields their clients send that this server ignores); values are
-validated strictly, so a body the OpenAPI spec's types refuse is refused."""
+"""Wire models of request bodies. Unknown fields are refused so typos get a clear 400 (the OpenAI,
+Cohere and Jina shapes accept the fields their clients send, by the rule in ``contract/ignored.py``);
+values are validated strictly, so a body the OpenAPI spec's types refuse is refused."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from sie_server.contract.grammar_wire import GrammarIn, ResponseFormat
+from sie_server.contract.ignored import Compatible, unserved
 from sie_server.contract.tools_wire import ChatMessageIn, Tool, ToolCall, ToolChoice, ToolRequest
 
 OutputType = Literal["dense", "sparse", "multivector", "muvera"]
@@ -255,19 +256,38 @@ class ExtractRequest(Wire):
     params: ExtractParams | None = None
 
 
-class OpenAIEmbeddingsRequest(Wire):
+class OpenAIEmbeddingsRequest(Compatible):
+    """OpenAI's embeddings, and Jina's (the same shape, with ``task``, ``normalized``, ``embedding_type``,
+    ``late_chunking`` and ``truncate``)."""
+
+    IGNORED = ("user",)
     model: str
     input: str | list[str] = Field(min_length=1)
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: Whole | None = Field(default=None, ge=1)
     user: str | None = None
+    task: str | None = Field(
+        default=None,
+        description="Jina's: retrieval.query or retrieval.passage (the text's role), or a task adapter of the model",
+    )
+    normalized: StrictBool | None = Field(
+        default=None, description="Jina's: false is refused for a model that gives normalised vectors only"
+    )
+    embedding_type: Literal["float", "base64"] | None = Field(default=None, description="Jina's encoding_format")
+    late_chunking: Annotated[StrictBool | None, unserved("late chunking is /v1/encode's items[].spans", False)] = None
+    truncate: StrictBool | None = Field(
+        default=None, description="Jina's: false refuses an input past the model's limit; unset or true cuts it"
+    )
 
 
 class RerankDocument(Wire):
     text: str
 
 
-class RerankRequest(Wire):
+TEXT_FIELD_ONLY = 'documents are texts: rank_fields may be ["text"] only'
+
+
+class RerankRequest(Compatible):
     """Cohere's rerank (``/v1/rerank``, ``/v2/rerank``) and Jina's, which share these fields."""
 
     model: str
@@ -275,10 +295,13 @@ class RerankRequest(Wire):
     documents: list[str | RerankDocument] = Field(min_length=1)
     top_n: Whole | None = Field(default=None, ge=1)
     return_documents: StrictBool = False
-    # sent by Cohere's clients; accepted and not used
-    rank_fields: list[str] | None = None
-    max_chunks_per_doc: Whole | None = Field(default=None, ge=1)
-    max_tokens_per_doc: Whole | None = Field(default=None, ge=1)
+    rank_fields: Annotated[list[str] | None, unserved(TEXT_FIELD_ONLY, ["text"])] = None
+    max_chunks_per_doc: Annotated[
+        Whole | None, Field(ge=1), unserved("a document past the model's limit is cut, not split into chunks")
+    ] = None
+    max_tokens_per_doc: Whole | None = Field(
+        default=None, ge=1, description="refused below the model's token limit (each pair is cut at that limit)"
+    )
 
 
 class Message(Wire):
@@ -307,10 +330,10 @@ class GenerateRequest(Wire):
     )
 
 
-class OpenAISampling(BaseModel):
-    """What OpenAI's generation routes share; fields this server ignores (tools, logprobs, ...) are accepted."""
+class OpenAISampling(Compatible):
+    """What OpenAI's generation routes share."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    IGNORED = ("user", "store", "metadata", "service_tier", "stream_options", "prompt_cache_key", "safety_identifier")
     model: str
     temperature: Temperature = Field(default=1.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
@@ -321,6 +344,7 @@ class OpenAISampling(BaseModel):
     stream: StrictBool = False
     n: Whole = Field(default=1, ge=1, le=1)
     response_format: ResponseFormat | None = None
+    logit_bias: Annotated[dict[str, Any] | None, unserved("token biases are not applied", {})] = None
 
     def native(
         self, max_new_tokens: int, prompt: str | None = None, messages: list[Message] | None = None
@@ -350,6 +374,8 @@ class ChatCompletionRequest(OpenAISampling):
     parallel_tool_calls: StrictBool = False
     max_tokens: Whole | None = Field(default=None, ge=1)
     max_completion_tokens: Whole | None = Field(default=None, ge=1)
+    logprobs: Annotated[StrictBool | None, unserved("this server returns no log probabilities", False)] = None
+    top_logprobs: Annotated[Whole | None, unserved("this server returns no log probabilities", 0)] = None
 
 
 class CompletionRequest(OpenAISampling):
@@ -357,3 +383,7 @@ class CompletionRequest(OpenAISampling):
 
     prompt: str
     max_tokens: Whole = Field(default=16, ge=1)
+    logprobs: Annotated[Whole | None, unserved("this server returns no log probabilities", 0)] = None
+    echo: Annotated[StrictBool | None, unserved("the prompt is not echoed", False)] = None
+    best_of: Annotated[Whole | None, unserved("one completion is generated", 1)] = None
+    suffix: Annotated[str | None, unserved("no fill-in-the-middle", "")] = None

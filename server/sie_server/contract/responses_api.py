@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from sie_server.contract.grammar_wire import GrammarIn
+from sie_server.contract.ignored import Compatible, list_ignored
 from sie_server.contract.requests import Seed, Temperature, Whole
 from sie_server.contract.responses import KeepNone
 from sie_server.contract.tools_wire import (
@@ -53,7 +54,9 @@ class NamedFunctionChoice(_Open):
     name: str
 
 
-class ResponsesRequest(_Open):
+class ResponsesRequest(Compatible):
+    IGNORED = ("user", "store", "metadata", "service_tier", "prompt_cache_key", "safety_identifier")
+    model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True, json_schema_extra=list_ignored)
     model: str
     input: str | list[dict[str, Any]] = Field(min_length=1)
     instructions: str | None = None

@@ -13,9 +13,10 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, RootModel
+from pydantic import ConfigDict, Field, PlainValidator, RootModel
 from pydantic.json_schema import WithJsonSchema
 
+from sie_server.contract.ignored import Compatible, list_ignored
 from sie_server.contract.responses import Array, KeepNone, ShownSparse
 from sie_server.errors import ErrorCode, InvalidInput, SIEError
 
@@ -87,8 +88,8 @@ def tei_error(exc: SIEError) -> tuple[int, TeiError]:
     return status, TeiError(error=exc.message, error_type=ErrorType.EMPTY if isinstance(exc, EmptyBatch) else kind)
 
 
-class TeiWire(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, protected_namespaces=())
+class TeiWire(Compatible):
+    model_config = ConfigDict(extra="ignore", strict=True, protected_namespaces=(), json_schema_extra=list_ignored)
 
 
 TruncationDirection = Literal["Left", "Right", "left", "right"]
@@ -104,6 +105,7 @@ class Truncating(TeiWire):
 
 
 class EmbedSparseRequest(Truncating):
+    IGNORED = ("parameters",)  # huggingface_hub sends it beside inputs
     inputs: Texts
     prompt_name: str | None = Field(default=None, description="query, or document / passage: the text's role")
 
@@ -125,6 +127,7 @@ class TeiRerankRequest(Truncating):
 
 
 class PredictRequest(Truncating):
+    IGNORED = ("parameters",)  # huggingface_hub sends it beside inputs
     inputs: str | list[str] | list[list[str]] = Field(
         description="a text, or a batch of one-text lists (`[[text], [text]]`); TEI's text pairs are not served"
     )
@@ -255,6 +258,7 @@ class Info(KeepNone):
 
 
 class TeiTokenizeRequest(TeiWire):
+    IGNORED = ("parameters",)  # huggingface_hub sends it beside inputs
     inputs: Texts
     add_special_tokens: bool = True
     prompt_name: str | None = Field(

@@ -15,6 +15,7 @@ from sie_server.api.body import json_response, parse, render
 from sie_server.api.context import MODEL, call, model_for, service, unfit_chat
 from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
+from sie_server.api.refusals import GRAMMAR, named
 from sie_server.api.service import TextStream
 from sie_server.api.streaming import sse, whole
 from sie_server.catalog.schema import ModelConfig
@@ -78,7 +79,8 @@ async def generate(request: Request, model: str = MODEL) -> Response:
     precheck = unfit_chat(request, model, tokens=("max_new_tokens",), default=NEW_TOKENS)
     body = await parse(request, GenerateRequest, service(request).limits.max_body_bytes, precheck)
     options = call(request)
-    stream = await start(request, config, body, options)
+    with named("grammar", GRAMMAR, when=body.grammar is not None):
+        stream = await start(request, config, body, options)
     if body.stream:
         return sse(
             stream,
@@ -104,7 +106,8 @@ async def chat_completions(request: Request) -> Response:
     native = body.native(body.max_completion_tokens or body.max_tokens or CHAT_NEW_TOKENS, messages=tools.messages)
     native = native.model_copy(update={"grammar": tools.grammar, "tools": tools.request})
     options = call(request)
-    stream = await start(request, config, native, options)
+    with named("response_format", GRAMMAR, when=formatted is not None):
+        stream = await start(request, config, native, options)
     ident, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
     def chunk(choice: ChatChunkChoice, usage: Usage | None = None) -> ChatCompletionChunk:
@@ -153,7 +156,8 @@ async def completions(request: Request) -> Response:
     config = model_for(request, body.model, "generate")
     native = body.native(body.max_tokens, prompt=body.prompt)
     options = call(request)
-    stream = await start(request, config, native, options)
+    with named("response_format", GRAMMAR, when=native.grammar is not None):
+        stream = await start(request, config, native, options)
     ident, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
     def answer(text: str, reason: str | None, s: TextStream | None) -> Completion:

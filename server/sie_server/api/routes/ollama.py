@@ -16,6 +16,7 @@ from fastapi.responses import Response
 from sie_server.api.body import json_response, parse
 from sie_server.api.context import call, model_for, service
 from sie_server.api.deadlines import within
+from sie_server.api.refusals import OVER_LIMIT, named
 from sie_server.api.routes import ollama_chat
 from sie_server.api.routes.encode import check_dims
 from sie_server.api.routes.ollama_chat import ollama_doc
@@ -61,8 +62,9 @@ async def _embed(
         params=EncodeParams(output_types=["dense"], dims=dims, truncation=truncation),
     )
     options = call(request)
-    async with within(options):
-        answer = await svc.encode(config, native, options)
+    with named("truncate false", OVER_LIMIT, when=truncation == "error"):
+        async with within(options):
+            answer = await svc.encode(config, native, options)
     vectors = []
     for item in answer.items:
         assert item.dense is not None

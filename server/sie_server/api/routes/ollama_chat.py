@@ -21,6 +21,7 @@ from sie_server.api.body import json_response, parse, validate
 from sie_server.api.context import call, model_for, service, unfit_chat
 from sie_server.api.deadlines import next_within
 from sie_server.api.openapi import NDJSON, doc
+from sie_server.api.refusals import GRAMMAR, named
 from sie_server.api.routes.generate import start
 from sie_server.api.service import TextStream
 from sie_server.api.streaming import whole
@@ -85,6 +86,8 @@ def native(options: OllamaOptions | None, **what: object) -> GenerateRequest:
             "top_p": DEFAULT_TOP_P if o.top_p is None else o.top_p,
             "stop": o.stop,
             "seed": o.seed,
+            "presence_penalty": o.presence_penalty or 0.0,
+            "frequency_penalty": o.frequency_penalty or 0.0,
             **what,
         },
     )
@@ -221,7 +224,8 @@ async def chat(request: Request) -> Response:
     plan = tool_calls.plan(wired(body.messages), body.tools, None, False, grammar(body.format))
     generation = native(body.options, messages=plan.messages, grammar=plan.grammar, tools=plan.request)
     options = call(request)
-    stream = await start(request, config, generation, options)
+    with named("format", GRAMMAR, when=bool(body.format)):
+        stream = await start(request, config, generation, options)
 
     def last(s: TextStream) -> OllamaChatResponse:
         content, found = plan.answer(s.text, s.finish_reason, s.tool_format)
@@ -275,7 +279,8 @@ async def generate(request: Request) -> Response:
         return json_response(answer("", True, done_reason=await lifecycle(request, config, body.keep_alive)))
     generation = native(body.options, grammar=grammar(body.format), **prompted(config, body))
     options = call(request)
-    stream = await start(request, config, generation, options)
+    with named("format", GRAMMAR, when=bool(body.format)):
+        stream = await start(request, config, generation, options)
 
     def last(s: TextStream) -> OllamaGenerateResponse:
         text = "" if body.stream else s.text

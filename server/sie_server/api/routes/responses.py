@@ -18,6 +18,7 @@ from sie_server.api.body import json_response, parse
 from sie_server.api.context import call, model_for, service, unfit_chat
 from sie_server.api.deadlines import next_within
 from sie_server.api.openapi import doc
+from sie_server.api.refusals import GRAMMAR, named
 from sie_server.api.routes.generate import start
 from sie_server.api.service import TextStream
 from sie_server.api.streaming import whole
@@ -90,7 +91,8 @@ async def responses(request: Request) -> Response:
     except ValidationError as exc:  # a value the native request refuses (its own checks): the caller's
         raise InvalidInput(f"this request cannot be served: {exc.errors()[0]['msg']}") from None
     options = call(request)
-    stream = await start(request, config, native, options)
+    with named("text.format", GRAMMAR, when=body.grammar() is not None):
+        stream = await start(request, config, native, options)
     ident, created = f"resp_{uuid.uuid4().hex[:24]}", int(time.time())
     if not body.stream:
         await whole(stream, options)

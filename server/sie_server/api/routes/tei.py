@@ -24,8 +24,9 @@ from sie_server.api.body import json_response, parse, read_body, validate
 from sie_server.api.context import call, model_for, service
 from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
+from sie_server.api.refusals import OVER_LIMIT, named
 from sie_server.api.routes.classify import _classify, _scores
-from sie_server.api.routes.encode import check_dims
+from sie_server.api.routes.encode import check_dims, check_outputs
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract import headers as h
 from sie_server.contract.requests import (
@@ -153,8 +154,9 @@ async def _encode(
         ),
     )
     options = call(request)
-    async with within(options):
-        return await svc.encode(config, native, options)
+    with named("truncate false", OVER_LIMIT, when=truncation == "error"):
+        async with within(options):
+            return await svc.encode(config, native, options)
 
 
 def _dense(answer: EncodeResponse) -> list[np.ndarray]:
@@ -184,6 +186,7 @@ async def _embed(request: Request, body: EmbedRequest) -> EmbedResponse:
 
 async def _embed_sparse(request: Request, body: EmbedSparseRequest) -> EmbedSparseResponse:
     config = _choose(request, body.model, "encode")
+    check_outputs(config, ["sparse"], "/embed_sparse (sparse output)")
     truncation = _truncation(body.truncate, body.truncation_direction)
     answer = await _encode(
         request, config, texts_of(body.inputs), "sparse", prompt_name=body.prompt_name, truncation=truncation
@@ -199,7 +202,7 @@ async def _embed_sparse(request: Request, body: EmbedSparseRequest) -> EmbedSpar
 async def _rerank(request: Request, body: TeiRerankRequest) -> TeiRerankResponse:
     config = _choose(request, body.model, "score")
     svc = service(request)
-    _truncation(body.truncate, body.truncation_direction)  # scorers cut a pair past the model's limit
+    _truncation(body.truncate, body.truncation_direction)  # scorers cut a pair past the model's limit: checked below
     texts = texts_of(body.texts, "texts")
     svc.limits.text(body.query, "query")
     svc.limits.texts(texts, "texts")
@@ -209,6 +212,9 @@ async def _rerank(request: Request, body: TeiRerankRequest) -> TeiRerankResponse
     options = call(request)
     async with within(options):
         answer = await svc.score(config, native, options)
+    if body.truncate is False and answer.truncated_items:
+        cut = ", ".join(f"texts[{i}]" for i in answer.truncated_items if i != "query") or "query"
+        raise InvalidInput(f"truncate false: {cut} with the query is past model {config.id}'s token limit")
     ranks = [
         Rank(
             index=int(s.item_id),
