@@ -15,12 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.catalog import tiny_embedder, write_config
+from tests.helpers.catalog import tiny_embedder, tiny_llm, write_config
 from tests.helpers.held_adapters import WEDGE, held_marker
 from tests.helpers.server import ServerProcess
 from tests.helpers.wait import wait_until
 
 WEDGED = "test/wedged"
+WEDGED_LLM = "test/wedged-llm"
 BROKEN = "test/broken"  # its weights folder does not exist: every load fails
 QUICK_S = 1.0  # both probes answer within this while a batch is wedged
 
@@ -31,6 +32,9 @@ def catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pat
     wedged = tiny_embedder(WEDGED, tiny_models["embedder"])
     write_config(folder, {**wedged, "adapter": "tests.helpers.held_adapters:WedgedEmbedding"})
     write_config(folder, tiny_embedder(BROKEN, folder / "no-such-weights"))
+    write_config(
+        folder, {**tiny_llm(WEDGED_LLM, tiny_models["llm"]), "adapter": "tests.helpers.held_adapters:WedgedLM"}
+    )
     return folder
 
 
@@ -76,6 +80,7 @@ def test_an_optional_model_that_fails_to_load_is_named_but_the_pod_stays_ready(s
 def test_a_wedged_batch_makes_readyz_fail_while_healthz_answers(server: ServerProcess, wedge: Path) -> None:
     url = server.url
     assert encode(url, WEDGED).status_code == 200  # loaded (its warm-up ran before the wedge)
+    held_marker(wedge).unlink(missing_ok=True)
     wedge.touch()
     with ThreadPoolExecutor(1) as pool:
         try:
@@ -99,6 +104,35 @@ def test_a_wedged_batch_makes_readyz_fail_while_healthz_answers(server: ServerPr
         assert stuck.result().status_code == 200  # the wedged batch ends and is answered
     body = wait_until(lambda: answering(url, 200), timeout=30, message="/readyz never recovered")
     assert WEDGED not in body.get("models", {}), body
+
+
+def generate(url: str) -> httpx.Response:
+    body = {"prompt": "hello world", "max_new_tokens": 8, "temperature": 0}
+    return httpx.post(f"{url}/v1/generate/{WEDGED_LLM}", json=body, timeout=120)
+
+
+def test_a_wedged_decode_step_makes_readyz_fail_too(server: ServerProcess, wedge: Path) -> None:
+    url = server.url
+    assert generate(url).status_code == 200  # loaded, and its decode loop has run
+    held_marker(wedge).unlink(missing_ok=True)
+    wedge.touch()
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            stuck = pool.submit(generate, url)
+            wait_until(held_marker(wedge).exists, timeout=60, message="no decode step reached the wedge")
+            assert httpx.get(f"{url}/healthz", timeout=QUICK_S).text == "ok"
+            body = wait_until(
+                lambda: answering(url, 503, timeout=QUICK_S),
+                timeout=30,
+                message="/readyz never failed while a decode step was wedged",
+            )
+            problem = body["models"][WEDGED_LLM]
+            assert problem["problem"] == "stalled" and "no decode step" in problem["message"], body
+        finally:
+            wedge.unlink(missing_ok=True)
+        assert stuck.result().status_code == 200
+    body = wait_until(lambda: answering(url, 200), timeout=30, message="/readyz never recovered")
+    assert WEDGED_LLM not in body.get("models", {}), body
 
 
 def test_a_preloaded_model_that_fails_to_load_makes_the_pod_unready(catalog: Path, tmp_path: Path) -> None:
