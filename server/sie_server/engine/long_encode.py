@@ -7,24 +7,32 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.encoder import LongTextEncoder, TextEncoder
-from sie_server.adapters.runtime.options import EncodeOptions
+from sie_server.adapters.runtime.options import BatchOptions, EncodeOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.engine.long_inputs import mean, token_ranges, windows
+from sie_server.engine.outcomes import TextInput, Timing
 from sie_server.errors import InvalidInput
 
-if TYPE_CHECKING:
-    from sie_server.engine.service import InferenceService, TextInput, Timing
+
+class Engine(Protocol):
+    """What long inputs need of the inference service (``engine/service.py``): its tokenizer thread and queue."""
+
+    async def _tokenize(self, timing: Timing, fn: Any, inputs: list[str], *, split: bool = True) -> list[Tokens]: ...
+
+    async def _run(
+        self, model: ModelConfig, tokens: list[Tokens], options: BatchOptions, call: CallOptions, timing: Timing
+    ) -> list[Any]: ...
 
 
 class LongInputs:
     def __init__(
         self,
-        engine: InferenceService,
+        engine: Engine,
         model: ModelConfig,
         adapter: TextEncoder,
         options: EncodeOptions,

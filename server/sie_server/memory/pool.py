@@ -18,7 +18,8 @@ from sie_server.adapters import ModelAdapter, create_adapter
 from sie_server.adapters.generators.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.runtime import first_load
 from sie_server.adapters.runtime.backends import effective_backend
-from sie_server.adapters.runtime.weights import WeightsLocation, resolve
+from sie_server.adapters.runtime.locations import WeightsLocation
+from sie_server.adapters.runtime.weights import resolve
 from sie_server.catalog.schema import CpuPrecision, GgufFormat, ModelConfig, Profile
 from sie_server.compute_thread import in_own_thread
 from sie_server.errors import InvalidInput, ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError

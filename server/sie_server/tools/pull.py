@@ -52,7 +52,8 @@ def pinned(config: ModelConfig, chosen: Target, commit: str) -> ModelConfig:
 
 def works_offline(config: ModelConfig, chosen: Target) -> str:
     """Where the weights resolve from with the network off, or a PullError saying why not."""
-    from sie_server.adapters.runtime.weights import gguf_offline, locate_offline
+    from sie_server.adapters.runtime.locations import gguf_offline
+    from sie_server.adapters.runtime.weights import locate_offline
 
     found = gguf_offline(config) if chosen.gguf else locate_offline(config)
     if found is None:

@@ -12,6 +12,7 @@ import importlib.util
 import logging
 from functools import cache
 
+from sie_server.adapters.runtime.locations import gguf_offline
 from sie_server.catalog.schema import ModelConfig, Profile
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,6 @@ def effective_backend(config: ModelConfig, profile: Profile) -> str:
     if not llamacpp_installed():
         _say_once(config.id, "but llama-cpp-python is not installed (pip install 'sie-oss[llamacpp]')")
         return "transformers"
-    from sie_server.adapters.runtime.weights import gguf_offline
-
     src = config.source
     if src.hf and not (src.path or src.gguf_hf) and gguf_offline(config) is None:
         # the GGUF that a package would carry is not installed, but the hub has the original weights

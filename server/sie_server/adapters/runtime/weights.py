@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
+from sie_server.adapters.runtime.backends import effective_backend
+from sie_server.adapters.runtime.locations import WeightsLocation, gguf_offline, package_dir
 from sie_server.catalog.schema import ModelConfig, Profile
 from sie_server.errors import ModelLoadFailed
 
@@ -31,23 +31,6 @@ def hub_patterns(config: ModelConfig) -> list[str]:
     return HUB_PATTERNS + FAMILY_PATTERNS.get(config.adapter, []) + (REMOTE_CODE_PATTERNS if remote else [])
 
 
-@dataclass(frozen=True)
-class WeightsLocation:
-    path: Path
-    source: str  # "path", "package:<name>", "hf-cache", "hub"
-
-
-def _package_dir(package: str, subdir: str) -> Path | None:
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / subdir
-    return folder if folder.is_dir() else None
-
-
 def _hf_cached(repo: str, revision: str | None, patterns: list[str]) -> Path | None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
@@ -67,7 +50,7 @@ def locate_offline(config: ModelConfig) -> WeightsLocation | None:
         path = Path(src.path).expanduser()
         return WeightsLocation(path, "path") if path.is_dir() else None
     if src.package:
-        folder = _package_dir(src.package, src.package_subdir)
+        folder = package_dir(src.package, src.package_subdir)
         if folder is not None and (not src.gguf_file or (folder / src.gguf_file).is_file()):
             return WeightsLocation(folder, f"package:{src.package}")
     if src.hf:
@@ -90,30 +73,6 @@ def how_to_get(config: ModelConfig) -> str:
             "(or start the server without --offline)"
         )
     return "not installed and not in the Hugging Face cache; get it with " + " or ".join(steps)
-
-
-def gguf_offline(config: ModelConfig) -> WeightsLocation | None:
-    """The folder holding ``source.gguf_file`` on this machine (path, package, then the HF cache), or None."""
-    src = config.source
-    if not src.gguf_file:
-        return None
-    if src.path:
-        path = Path(src.path).expanduser()
-        return WeightsLocation(path, "path") if (path / src.gguf_file).is_file() else None
-    if src.package:
-        folder = _package_dir(src.package, src.package_subdir)
-        if folder is not None and (folder / src.gguf_file).is_file():
-            return WeightsLocation(folder, f"package:{src.package}")
-    if src.gguf_hf:
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
-
-        try:
-            file = hf_hub_download(src.gguf_hf, src.gguf_file, revision=src.gguf_revision, local_files_only=True)
-        except (LocalEntryNotFoundError, OSError, ValueError):
-            return None
-        return WeightsLocation(Path(file).parent, "hf-cache")
-    return None
 
 
 def resolve_gguf(config: ModelConfig, offline: bool) -> WeightsLocation:
@@ -147,11 +106,8 @@ def resolve(config: ModelConfig, offline: bool, profile: Profile | None = None) 
 
     With a profile that runs on llama.cpp (see ``adapters.backends``), the folder of the GGUF file as it is.
     """
-    if profile is not None:
-        from sie_server.adapters.runtime.backends import effective_backend
-
-        if effective_backend(config, profile) == "llamacpp":
-            return resolve_gguf(config, offline)
+    if profile is not None and effective_backend(config, profile) == "llamacpp":
+        return resolve_gguf(config, offline)
     found = locate_offline(config)
     if found is not None and found.source.startswith("package:") and config.source.gguf_file:
         from sie_server.adapters.runtime.gguf import converted_folder
