@@ -182,7 +182,7 @@ def test_a_picture_still_running_at_the_deadline_fails_alone_and_the_others_are_
 
 
 def test_a_pdf_longer_than_one_render_group_is_read_page_by_page_in_order(base_url: str) -> None:
-    from sie_server.engine.media_extract import RENDER_GROUP
+    from sie_server.engine.extract.pictures import RENDER_GROUP
 
     count = RENDER_GROUP + 2  # pages are rendered a group at a time: this crosses a group's end
     pdf = scanned_pdf([text_image([f"Page {k + 1}"]) for k in range(count)], dpi=100.0)

@@ -3,6 +3,8 @@ scorer, and the kinds of input each takes besides text."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 # family -> (tasks it must declare, tasks it may declare)
 FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "embedding": (frozenset({"encode"}), frozenset({"encode", "score"})),
@@ -34,8 +36,38 @@ FAMILIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "faster_whisper": (frozenset({"extract"}), frozenset({"extract"})),
     "whisper": (frozenset({"extract"}), frozenset({"extract"})),
 }
-#: the families whose extract answers ``classifications`` for texts (engine/classify_extract.py)
-CLASSIFIERS = frozenset({"nli", "gliclass", "sequence_classifier"})
+
+
+class ExtractKind(StrEnum):
+    """What a model's ``extract`` does, each kind one handler (engine/extract/registry.py)."""
+
+    ENTITIES = "entities"  # spans for the caller's labels in texts (GLiNER, GLiNER2 schemas)
+    DOCUMENT = "document"  # whole documents parsed to markdown, text and blocks (docling)
+    PICTURE = "picture"  # images and rendered PDF pages: OCR, detection, captions
+    SPEECH = "speech"  # audio to a transcript
+    CLASSIFICATION = "classification"  # labels with scores for texts
+    GUARD = "guard"  # a causal LM's moderation verdict, generated on the decode loop
+
+
+#: the extract kind each family with an extract task serves (a causal LM's is a guard when its config names one)
+EXTRACT_KINDS: dict[str, ExtractKind] = {
+    "gliner": ExtractKind.ENTITIES,
+    "gliner2": ExtractKind.ENTITIES,
+    "nli": ExtractKind.CLASSIFICATION,
+    "gliclass": ExtractKind.CLASSIFICATION,
+    "sequence_classifier": ExtractKind.CLASSIFICATION,
+    "docling": ExtractKind.DOCUMENT,
+    "docling_layout": ExtractKind.DOCUMENT,
+    "rapidocr": ExtractKind.PICTURE,
+    "tesseract": ExtractKind.PICTURE,
+    "florence2": ExtractKind.PICTURE,
+    "owlv2": ExtractKind.PICTURE,
+    "grounding_dino": ExtractKind.PICTURE,
+    "faster_whisper": ExtractKind.SPEECH,
+    "whisper": ExtractKind.SPEECH,
+}
+#: the families whose extract answers ``classifications`` for texts (engine/extract/classification.py)
+CLASSIFIERS = frozenset(f for f, kind in EXTRACT_KINDS.items() if kind is ExtractKind.CLASSIFICATION)
 #: what each family takes besides text ("document": a PDF's pages are rendered for a picture reader)
 MEDIA_INPUTS: dict[str, tuple[str, ...]] = {
     "clip": ("text", "image"),
@@ -63,4 +95,19 @@ SCORE_MODES = {
     "colpali": "maxsim",
 }
 
-__all__ = ["CLASSIFIERS", "FAMILIES", "MEDIA_INPUTS", "SCORE_MODES"]
+
+def extract_kind(adapter: str, inputs: list[str], guard: bool) -> ExtractKind:
+    """The kind a model's extract serves: its family's; for a custom adapter class (or a family without one),
+    what its inputs call for: audio a transcript, documents alone a parse, pictures without text a picture
+    reader, a text model a guard when its config names a guard format, else entities."""
+    family = EXTRACT_KINDS.get(adapter)
+    if family is not None:
+        return family
+    if "audio" in inputs:
+        return ExtractKind.SPEECH
+    if "text" not in inputs:
+        return ExtractKind.DOCUMENT if inputs == ["document"] else ExtractKind.PICTURE
+    return ExtractKind.GUARD if guard else ExtractKind.ENTITIES
+
+
+__all__ = ["CLASSIFIERS", "EXTRACT_KINDS", "FAMILIES", "MEDIA_INPUTS", "SCORE_MODES", "ExtractKind", "extract_kind"]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sie_server.catalog.families import CLASSIFIERS, FAMILIES, MEDIA_INPUTS, SCORE_MODES
+from sie_server.catalog.families import CLASSIFIERS, FAMILIES, MEDIA_INPUTS, SCORE_MODES, ExtractKind, extract_kind
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _CUSTOM_ADAPTER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -419,6 +419,12 @@ class ModelConfig(Strict):
     def classifies(self) -> bool:
         """Whether its extract scores labels for texts (NLI, GLiClass, a sequence-classification head)."""
         return self.adapter in CLASSIFIERS
+
+    @property
+    def extract_kind(self) -> ExtractKind:
+        """Which extract handler serves this model (``catalog/families.py``: its family's kind)."""
+        guard = self.tasks.extract is not None and self.tasks.extract.guard is not None
+        return extract_kind(self.adapter, self.inputs, guard)
 
     @property
     def accepts_images(self) -> bool:

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from sie_server.adapters.runtime.generator import Generator
-from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract import models as contract_models
@@ -23,18 +22,14 @@ from sie_server.contract.responses import (
     CachedTiming,
     Dense,
     EncodeResponse,
-    Entity,
-    ExtractedItem,
     ExtractResponse,
     ItemScore,
     MemoryReport,
     ModelInfo,
     PromptUsage,
     Readiness,
-    SchemaResult,
     ScoreResponse,
     SpanVector,
-    Timing,
     Usage,
 )
 from sie_server.contract.status import StatusReport
@@ -43,20 +38,16 @@ from sie_server.cpu_features import detect
 from sie_server.drain import shutting_down
 from sie_server.engine import prompt_bounds, token_text
 from sie_server.engine import service as engine
-from sie_server.engine.classify_extract import classify_answer
-from sie_server.engine.document_extract import extract_documents, wants_ocr
-from sie_server.engine.extract_answers import media_answer, media_item, schema_answer
+from sie_server.engine.extract.protocol import ExtractEngine, answer, wire_timing
+from sie_server.engine.extract.registry import handler_for
 from sie_server.engine.generation import GenerationService, usage
 from sie_server.engine.grammar import GrammarSpec
-from sie_server.engine.guard_extract import extract_guarded
 from sie_server.engine.leftovers import fail_leftovers
 from sie_server.engine.lora_tasks import requested_task
-from sie_server.engine.media_extract import extract_pictures
 from sie_server.engine.model_report import memory_report, model_info
 from sie_server.engine.outputs import encoded_item, quantize
 from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.sequences import SamplingParams, Sequence
-from sie_server.engine.speech_extract import speech_answer
 from sie_server.engine.status_report import ServerStatus
 from sie_server.errors import SIEError
 from sie_server.memory.pool import ModelPool
@@ -86,19 +77,9 @@ def _span_vectors(spans: list[list[int]], vectors: np.ndarray, dtype: str) -> li
     ]
 
 
-def _timing(timing: engine.Timing) -> Timing:
-    t = timing.as_dict()
-    return Timing.model_construct(
-        total_ms=t["total_ms"],
-        queue_ms=t["queue_ms"],
-        tokenization_ms=t["tokenization_ms"],
-        inference_ms=t["inference_ms"],
-    )
-
-
 def _cached_timing(timing: engine.Timing) -> CachedTiming:
     """An encode or score timing, with the items the result cache answered."""
-    return CachedTiming.model_construct(**_timing(timing).model_dump(), cache_hits=timing.cache_hits)
+    return CachedTiming.model_construct(**wire_timing(timing).model_dump(), cache_hits=timing.cache_hits)
 
 
 class LocalStream:
@@ -168,11 +149,13 @@ class EngineFrontDoor:
     requests: RequestCounter = field(init=False)
     limits: Limits = field(init=False)  # what every request is checked against
     status_report: ServerStatus = field(init=False)
+    extractors: ExtractEngine = field(init=False)  # what each extract kind's handler runs on
 
     def __post_init__(self) -> None:
         self.requests = RequestCounter(self.metrics)  # kept by the metrics middleware
         self.limits = self.settings.limits
         self.status_report = ServerStatus(self.catalog, self.pool, self.metrics, self.requests.live)
+        self.extractors = ExtractEngine(self.inference, self.generation, self.catalog, self.limits)
 
     @property
     def inflight(self) -> int:
@@ -253,52 +236,8 @@ class EngineFrontDoor:
         )
 
     async def extract(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
-        params = request.params
-        if model.accepts_audio:  # speech to text: a transcript per item, per-item errors
-            return await speech_answer(self.inference, model, request, call, self.limits)
-        if "text" not in model.inputs:  # images and documents: OCR, detectors, document parsers
-            return await self._extract_media(model, request, call)
-        if model.tasks.extract is not None and model.tasks.extract.guard:  # generative guards, on the decode loop
-            return await extract_guarded(self.generation, model, request, call)
-        if model.classifies:  # NLI, GLiClass, sequence heads: labels per text, per-item errors
-            return await classify_answer(self.inference, model, request, call)
-        outcome = await self.inference.extract(
-            model,
-            _inputs(request.items),
-            labels=params.labels if params else None,
-            threshold=params.threshold if params else None,
-            call=call,
-            schema=params.schema_ if params else None,
-        )
-        schemas = outcome.schema_results
-        items = []
-        for k, (i, found) in enumerate(zip(outcome.ids, outcome.entities, strict=True)):
-            item = ExtractedItem(id=i, entities=[Entity(**e) for e in found])
-            if schemas is not None:
-                item = schema_answer(item, SchemaResult.model_validate(schemas[k]))
-            items.append(item)
-        return ExtractResponse(model=outcome.model, items=items, timing=_timing(outcome.timing))
-
-    async def _extract_media(self, model: ModelConfig, request: ExtractRequest, call: CallOptions) -> ExtractResponse:
-        """Images and documents: each item answered, or failed alone with its own error."""
-        params = request.params
-        items = [media_item(item, item.id_at(k)) for k, item in enumerate(request.items)]
-        timing = engine.Timing()
-        if model.parses_documents:
-            ocr = wants_ocr(model, params)
-            outcomes = await extract_documents(
-                self.inference, self.catalog, model, items, call, self.limits, timing, ocr=ocr
-            )
-        else:
-            # the request's own values: each family applies its config's defaults and limits (adapter.check)
-            media = MediaOptions.of(
-                params.labels if params else None,
-                params.threshold if params else None,
-                params.options if params else None,
-            )
-            outcomes = await extract_pictures(self.inference, model, items, media, call, self.limits, timing)
-        answers = [media_answer(item.id, outcome) for item, outcome in zip(items, outcomes, strict=True)]
-        return ExtractResponse(model=model.id, items=answers, timing=_timing(timing))
+        """The handler of the kind the model's family serves (``engine/extract/registry.py``) answers it."""
+        return await answer(handler_for(model), self.extractors, model, request, call)
 
     async def generate(self, model: ModelConfig, request: GenerateRequest, call: CallOptions) -> LocalStream:
         stop = request.stop

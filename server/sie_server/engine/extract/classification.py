@@ -10,6 +10,7 @@ past ``X-SIE-Timeout-Ms`` (``run_each``).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Protocol
 
 from sie_server.adapters.runtime.base import Tokens
@@ -19,10 +20,10 @@ from sie_server.adapters.runtime.options import ClassifyOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import ExtractRequest
-from sie_server.contract.responses import ExtractResponse, Timing
-from sie_server.engine.extract_answers import media_answer
-from sie_server.engine.media_extract import Queue, run_each
-from sie_server.engine.service import Timing as Clock
+from sie_server.contract.responses import ExtractResponse
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
+from sie_server.engine.extract.queue import Queue, run_each
+from sie_server.engine.outcomes import Timing
 from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import InvalidInput, SIEError
 
@@ -33,7 +34,7 @@ class ClassifyQueue(Queue, Protocol):
     tokenizer: TokenizerThread
 
 
-Outcome = Classified | SIEError
+Labelled = Classified | SIEError
 
 
 def options_of(request: ExtractRequest) -> ClassifyOptions:
@@ -53,15 +54,15 @@ async def classify_texts(
     texts: list[str],
     options: ClassifyOptions,
     call: CallOptions,
-    timing: Clock,
-) -> tuple[list[Outcome], list[int]]:
+    timing: Timing,
+) -> tuple[list[Labelled], list[int]]:
     """Each text's labels, or its own error, and the tokens its rows ran; a request the model cannot
     serve at all raises InvalidInput."""
     adapter = await service.pool.acquire(model, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
     if not isinstance(adapter, TextClassifier):
         raise InvalidInput(f"model {model.id} does not classify texts (its adapter is {model.adapter})")
     adapter.check(options)
-    outcomes: list[Outcome | None] = [None] * len(texts)
+    outcomes: list[Labelled | None] = [None] * len(texts)
     good: list[int] = []
     for k, text in enumerate(texts):
         if text.strip():
@@ -83,29 +84,39 @@ async def classify_texts(
     return [o if o is not None else InvalidInput("no answer") for o in outcomes], tokens
 
 
-def _found(outcome: Outcome, tokens: int) -> Found | SIEError:
+def _found(outcome: Labelled, tokens: int) -> Outcome:
     if isinstance(outcome, SIEError):
         return outcome
     labels = [MediaLabel(label=label["label"], score=label["score"]) for label in outcome.labels]
     return Found(classifications=labels, data={"scores": outcome.scores, "tokens": tokens})
 
 
-async def classify_answer(
-    service: ClassifyQueue, model: ModelConfig, request: ExtractRequest, call: CallOptions
-) -> ExtractResponse:
-    """The extract answer of a classifier: ``classifications`` best first, ``data.scores`` every label's
-    score in the model's (or the request's) label order and ``data.tokens`` the tokens it ran, or the
-    item's ``error``."""
-    clock = Clock()
-    ids = [item.id_at(k) for k, item in enumerate(request.items)]
-    texts = [item.text or "" for item in request.items]
-    outcomes, tokens = await classify_texts(service, model, texts, options_of(request), call, clock)
-    items = [media_answer(i, _found(o, n)) for i, o, n in zip(ids, outcomes, tokens, strict=True)]
-    t = clock.as_dict()
-    timing = Timing.model_construct(
-        total_ms=t["total_ms"],
-        queue_ms=t["queue_ms"],
-        tokenization_ms=t["tokenization_ms"],
-        inference_ms=t["inference_ms"],
-    )
-    return ExtractResponse(model=model.id, items=items, timing=timing)
+@dataclass(frozen=True)
+class ClassifyRequest:
+    ids: list[str]
+    texts: list[str]
+    options: ClassifyOptions
+
+
+class Classification:
+    """The classification kind: ``classifications`` best first, ``data.scores`` every label's score in the
+    model's (or the request's) label order and ``data.tokens`` the tokens it ran, or the item's ``error``."""
+
+    def decode(self, model: ModelConfig, request: ExtractRequest) -> ClassifyRequest:
+        ids = [item.id_at(k) for k, item in enumerate(request.items)]
+        texts = [item.text or "" for item in request.items]
+        return ClassifyRequest(ids, texts, options_of(request))
+
+    async def queue(
+        self, engine: ExtractEngine, model: ModelConfig, decoded: ClassifyRequest, call: CallOptions, timing: Timing
+    ) -> list[Outcome]:
+        outcomes, tokens = await classify_texts(engine.inference, model, decoded.texts, decoded.options, call, timing)
+        return [_found(o, n) for o, n in zip(outcomes, tokens, strict=True)]
+
+    def assemble(
+        self, model: ModelConfig, decoded: ClassifyRequest, outcomes: list[Outcome], timing: Timing
+    ) -> ExtractResponse:
+        return items_answer(model, decoded.ids, outcomes, timing)
+
+
+HANDLER = Classification()

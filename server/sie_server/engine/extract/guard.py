@@ -17,10 +17,12 @@ from sie_server.adapters.guards import GuardFormat, Verdict, guard_format
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import ExtractRequest, ItemIn
-from sie_server.contract.responses import Classification, ExtractedItem, ExtractResponse, ItemError, Timing
+from sie_server.contract.responses import Classification, ExtractedItem, ExtractResponse, ItemError
+from sie_server.contract.responses import Timing as WireTiming
+from sie_server.engine.extract.protocol import ExtractEngine
 from sie_server.engine.generation import GenerationService, usage
+from sie_server.engine.outcomes import Timing
 from sie_server.engine.sequences import SamplingParams, Sequence
-from sie_server.engine.service import Timing as Clock
 from sie_server.errors import DeadlineExceeded, InvalidInput, ModelLoadFailed, ModelLoading, SIEError
 
 #: the metadata key of the assistant response to judge (response moderation)
@@ -56,32 +58,47 @@ def _conversation(item: ItemIn, where: str) -> tuple[str, str | None]:
     return item.text, response
 
 
+@dataclass(frozen=True)
+class GuardRequest:
+    """An extract request on a guard: its items, the guard's format, its options and sampling."""
+
+    items: list[ItemIn]
+    guard: GuardFormat
+    options: dict[str, Any]
+    params: SamplingParams
+
+
+def guard_request(model: ModelConfig, request: ExtractRequest) -> GuardRequest:
+    task = model.tasks.extract
+    assert task is not None and task.guard is not None, "routed here only for configs that name a guard"
+    params = request.params
+    if params is not None and params.labels:
+        raise InvalidInput(
+            f"model {model.id} is a guard: it answers its own verdict and categories; params.labels is not taken"
+        )
+    guard = guard_format(task.guard)
+    options = {**task.options, **((params.options if params else None) or {})}
+    sampling = SamplingParams(max_new_tokens=_max_new_tokens(options, guard), temperature=0.0)
+    return GuardRequest(list(request.items), guard, options, sampling)
+
+
 class GuardRun:
     """One extract request on a guard: its items' generations and their verdicts."""
 
-    def __init__(self, generation: GenerationService, model: ModelConfig, request: ExtractRequest):
-        task = model.tasks.extract
-        assert task is not None and task.guard is not None, "routed here only for configs that name a guard"
-        params = request.params
-        if params is not None and params.labels:
-            raise InvalidInput(
-                f"model {model.id} is a guard: it answers its own verdict and categories; params.labels is not taken"
-            )
-        self.generation, self.model = generation, model
-        self.guard = guard_format(task.guard)
-        self.options = {**task.options, **((params.options if params else None) or {})}
-        self.params = SamplingParams(max_new_tokens=_max_new_tokens(self.options, self.guard), temperature=0.0)
+    def __init__(self, generation: GenerationService, model: ModelConfig, request: GuardRequest):
+        self.generation, self.model, self.request = generation, model, request
         self.sequences: list[Sequence] = []
 
     async def judge(self, item: ItemIn, where: str, call: CallOptions) -> Judged:
         prompt, response = _conversation(item, where)
-        messages = cast(list[dict[str, str]], self.guard.messages(prompt, response, self.options))
+        guard = self.request.guard
+        messages = cast(list[dict[str, str]], guard.messages(prompt, response, self.request.options))
         seq, _ = await self.generation.start(
-            self.model, prompt=None, messages=messages, params=self.params, wait_for_load=call.wait_for_load
+            self.model, prompt=None, messages=messages, params=self.request.params, wait_for_load=call.wait_for_load
         )
         self.sequences.append(seq)
         raw = await self.generation.complete(seq)
-        return Judged(self.guard.parse(raw), raw, usage(seq))
+        return Judged(guard.parse(raw), raw, usage(seq))
 
     def stop(self) -> None:
         for seq in self.sequences:
@@ -103,26 +120,35 @@ def _answer(item_id: str, outcome: Judged | SIEError) -> ExtractedItem:
     return ExtractedItem(id=item_id, entities=[], classifications=classifications, data=data)
 
 
-async def extract_guarded(
-    generation: GenerationService, model: ModelConfig, request: ExtractRequest, call: CallOptions
-) -> ExtractResponse:
-    """Every item judged at once; each answered with its verdict or its own error."""
-    clock = Clock()
-    run = GuardRun(generation, model, request)
-    ids = [item.id_at(k) for k, item in enumerate(request.items)]
-    tasks = [asyncio.ensure_future(run.judge(item, f"items[{k}]", call)) for k, item in enumerate(request.items)]
-    try:
-        outcomes = await _settle(tasks, call)
-    finally:  # late, abandoned or failed: their generations leave the decode loop
-        run.stop()
-        for task in tasks:
-            task.cancel()
-    total = clock.as_dict()["total_ms"]
-    return ExtractResponse(
-        model=model.id,
-        items=[_answer(i, o) for i, o in zip(ids, outcomes, strict=True)],
-        timing=Timing.model_construct(total_ms=total, queue_ms=0.0, tokenization_ms=0.0, inference_ms=total),
-    )
+class Guard:
+    """The guard kind: every item judged at once; each answered with its verdict or its own error."""
+
+    def decode(self, model: ModelConfig, request: ExtractRequest) -> GuardRequest:
+        return guard_request(model, request)
+
+    async def queue(
+        self, engine: ExtractEngine, model: ModelConfig, decoded: GuardRequest, call: CallOptions, timing: Timing
+    ) -> list[Judged | SIEError]:
+        run = GuardRun(engine.generation, model, decoded)
+        items = decoded.items
+        tasks = [asyncio.ensure_future(run.judge(item, f"items[{k}]", call)) for k, item in enumerate(items)]
+        try:
+            return await _settle(tasks, call)
+        finally:  # late, abandoned or failed: their generations leave the decode loop
+            run.stop()
+            for task in tasks:
+                task.cancel()
+
+    def assemble(
+        self, model: ModelConfig, decoded: GuardRequest, outcomes: list[Judged | SIEError], timing: Timing
+    ) -> ExtractResponse:
+        ids = [item.id_at(k) for k, item in enumerate(decoded.items)]
+        total = timing.as_dict()["total_ms"]
+        return ExtractResponse(
+            model=model.id,
+            items=[_answer(i, o) for i, o in zip(ids, outcomes, strict=True)],
+            timing=WireTiming.model_construct(total_ms=total, queue_ms=0.0, tokenization_ms=0.0, inference_ms=total),
+        )
 
 
 async def _settle(tasks: abc.Sequence[asyncio.Future[Judged]], call: CallOptions) -> list[Judged | SIEError]:
@@ -145,3 +171,6 @@ async def _settle(tasks: abc.Sequence[asyncio.Future[Judged]], call: CallOptions
     if all(isinstance(o, DeadlineExceeded) for o in outcomes):
         raise DeadlineExceeded(LATE)
     return outcomes
+
+
+HANDLER = Guard()

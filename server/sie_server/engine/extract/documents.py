@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 
 from sie_server.adapters.documents.parser import Document, ParsedDocument, document_tokens
 from sie_server.adapters.runtime.media import Found, MediaExtractor
@@ -18,17 +19,12 @@ from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
-from sie_server.contract.requests import ExtractParams
-from sie_server.engine.media_extract import (
-    DocumentPages,
-    MediaItem,
-    Outcome,
-    Queue,
-    Timing,
-    read_pages,
-    run_each,
-    scaled,
-)
+from sie_server.contract.requests import ExtractParams, ExtractRequest
+from sie_server.contract.responses import ExtractResponse
+from sie_server.engine.extract.pictures import DocumentPages, MediaItem, media_item, read_pages, scaled
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
+from sie_server.engine.extract.queue import Queue, run_each
+from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, ModelNotFound, SIEError
 
 
@@ -158,3 +154,34 @@ def _by_page(parsed: dict[int, str], read: dict[int, str]) -> str:
     """The pages' parts in page order, a page's OCR text in place of the parser's part where there is any."""
     parts = (read.get(page) or parsed.get(page, "") for page in sorted({*parsed, *read}))
     return "\n\n".join(part.strip() for part in parts if part.strip())
+
+
+@dataclass(frozen=True)
+class DocumentRequest:
+    """A document parser's request: its items' documents and whether scanned pages are read."""
+
+    items: list[MediaItem]
+    ocr: bool
+
+
+class Documents:
+    """The document kind: whole documents parsed on the queue, scanned pages read by the config's OCR model."""
+
+    def decode(self, model: ModelConfig, request: ExtractRequest) -> DocumentRequest:
+        items = [media_item(item, item.id_at(k)) for k, item in enumerate(request.items)]
+        return DocumentRequest(items, wants_ocr(model, request.params))
+
+    async def queue(
+        self, engine: ExtractEngine, model: ModelConfig, decoded: DocumentRequest, call: CallOptions, timing: Timing
+    ) -> list[Outcome]:
+        return await extract_documents(
+            engine.inference, engine.catalog, model, decoded.items, call, engine.limits, timing, ocr=decoded.ocr
+        )
+
+    def assemble(
+        self, model: ModelConfig, decoded: DocumentRequest, outcomes: list[Outcome], timing: Timing
+    ) -> ExtractResponse:
+        return items_answer(model, [item.id for item in decoded.items], outcomes, timing)
+
+
+HANDLER = Documents()

@@ -14,37 +14,22 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, picture_tokens
-from sie_server.adapters.runtime.options import BatchOptions, MediaOptions
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
+from sie_server.contract.requests import ExtractRequest, ItemIn
+from sie_server.contract.responses import ExtractResponse
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
+from sie_server.engine.extract.queue import Queue, run_each
 from sie_server.engine.media_inputs import open_picture
-from sie_server.engine.scheduler import Scheduler, WorkItem
-from sie_server.errors import DeadlineExceeded, InvalidInput, SIEError
-from sie_server.memory.pool import ModelPool
+from sie_server.engine.outcomes import Timing
+from sie_server.errors import InvalidInput, SIEError
 
 POINTS_PER_INCH = 72
 RENDER_GROUP = 8  # pages of one document rendered at a time: memory holds these, not the whole PDF
-DEADLINE_MARGIN_S = 0.25  # answer what is done this long before X-SIE-Timeout-Ms runs out
-LATE = "not done within X-SIE-Timeout-Ms; this item's work was dropped and the rest answered"
-
-
-class Queue(Protocol):
-    """What extraction from media needs of the service: its pool and scheduler."""
-
-    pool: ModelPool
-    scheduler: Scheduler
-    load_timeout_s: float
-
-
-class Timing(Protocol):
-    tokenization_ms: float
-    queue_ms: float
-    inference_ms: float
 
 
 @dataclass(frozen=True)
@@ -55,6 +40,16 @@ class MediaItem:
     images: tuple[bytes, ...] = ()
     document: bytes | None = None
     document_format: str | None = None
+
+
+def media_item(item: ItemIn, item_id: str) -> MediaItem:
+    document = item.document
+    return MediaItem(
+        id=item_id,
+        images=tuple(image.data for image in item.images or ()),
+        document=document.data if document is not None else None,
+        document_format=document.format if document is not None else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -73,56 +68,6 @@ class DocumentPages:
 
 #: what reading one picture left: its page, its size (pixels), and its answer or its error
 Read = tuple[int | None, tuple[int, int], "Found | SIEError"]
-
-
-Outcome = Found | SIEError
-
-
-async def run_each(
-    service: Queue,
-    model: ModelConfig,
-    tokens: list[Tokens],
-    options: BatchOptions,
-    call: CallOptions,
-    timing: Timing,
-) -> list[Any]:
-    """Queue each input and await them all: a result, or the SIEError its input got, per input in order."""
-    if not tokens:
-        return []
-    loop = asyncio.get_running_loop()
-    items = [WorkItem(model, t, options, loop.create_future(), priority=call.priority) for t in tokens]
-    service.scheduler.submit(items)
-    try:
-        await _settled([i.future for i in items], call)
-    except BaseException:
-        for item in items:
-            item.future.cancel()
-        raise
-    results: list[Any] = []
-    for item in items:
-        if not item.future.done():  # past the caller's deadline: dropped (if queued), failed alone
-            item.future.cancel()
-            results.append(DeadlineExceeded(LATE))
-            continue
-        result = item.future.exception() or item.future.result()
-        if isinstance(result, BaseException) and not isinstance(result, SIEError):
-            raise result  # an internal failure: the whole request fails
-        results.append(result)
-    if all(isinstance(r, DeadlineExceeded) for r in results):
-        raise DeadlineExceeded(LATE)
-    started = [i.started_at for i in items if i.started_at]
-    if started:
-        timing.queue_ms += (min(started) - min(i.enqueued_at for i in items)) * 1000
-        timing.inference_ms += (max(i.finished_at for i in items) - min(started)) * 1000
-    return list(results)
-
-
-async def _settled(futures: list[asyncio.Future[Any]], call: CallOptions) -> None:
-    """Until every future is done, or until shortly before the caller's deadline (so the items done by
-    then are answered and the others fail alone, before the request's own deadline ends it all)."""
-    left = call.remaining_s()
-    timeout = None if left is None else max(left - min(DEADLINE_MARGIN_S, left / 10), 0.0)
-    await asyncio.wait(futures, timeout=timeout)
 
 
 def item_pictures(item: MediaItem, where: str, config: ModelConfig, limits: Limits) -> list[Picture] | DocumentPages:
@@ -248,3 +193,41 @@ async def _prepare(
         return await asyncio.to_thread(item_pictures, item, where, model, limits)
     except SIEError as exc:
         return exc
+
+
+@dataclass(frozen=True)
+class PictureRequest:
+    """A picture reader's request: its items' media and the request's own options (each family applies its
+    config's defaults and limits: ``adapter.check``)."""
+
+    items: list[MediaItem]
+    options: MediaOptions
+
+
+class Pictures:
+    """The picture kind: OCR, detectors and captioners on images and rendered PDF pages."""
+
+    def decode(self, model: ModelConfig, request: ExtractRequest) -> PictureRequest:
+        params = request.params
+        items = [media_item(item, item.id_at(k)) for k, item in enumerate(request.items)]
+        options = MediaOptions.of(
+            params.labels if params else None,
+            params.threshold if params else None,
+            params.options if params else None,
+        )
+        return PictureRequest(items, options)
+
+    async def queue(
+        self, engine: ExtractEngine, model: ModelConfig, decoded: PictureRequest, call: CallOptions, timing: Timing
+    ) -> list[Outcome]:
+        return await extract_pictures(
+            engine.inference, model, decoded.items, decoded.options, call, engine.limits, timing
+        )
+
+    def assemble(
+        self, model: ModelConfig, decoded: PictureRequest, outcomes: list[Outcome], timing: Timing
+    ) -> ExtractResponse:
+        return items_answer(model, [item.id for item in decoded.items], outcomes, timing)
+
+
+HANDLER = Pictures()

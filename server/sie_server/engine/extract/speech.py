@@ -3,7 +3,7 @@
 An item's audio is screened and decoded off the event loop (``engine/audio_inputs.py``), then queued
 as one item costed by its seconds (``adapters/speech/base.py``), batched with every other caller's
 clips for the same model and options. Audio that is not audio, too long or undecodable fails its own
-item; its neighbours are answered (as pictures are, ``engine/media_extract.py``).
+item; its neighbours are answered (as pictures are, ``engine/extract/pictures.py``).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from sie_server.adapters.speech.base import SAMPLE_RATE, Clip, SpeechToText, cli
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
-from sie_server.contract.requests import ExtractRequest
+from sie_server.contract.requests import ExtractRequest, ItemIn
 from sie_server.contract.responses import ExtractResponse
-from sie_server.contract.responses import Timing as ResponseTiming
 from sie_server.engine.audio_inputs import read_audio
-from sie_server.engine.media_extract import Outcome, Queue, Timing, run_each
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
+from sie_server.engine.extract.queue import Queue, run_each
+from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, SIEError
 
 
@@ -72,29 +73,46 @@ async def _prepare(item: AudioItem | None, where: str, limits: Limits) -> Clip |
     return Clip(samples)
 
 
-async def speech_answer(
-    service: Queue, model: ModelConfig, request: ExtractRequest, call: CallOptions, limits: Limits
-) -> ExtractResponse:
-    """``extract`` on a speech model: each item's transcript in ``data``, or that item's ``error``."""
-    from sie_server.engine.extract_answers import audio_item, media_answer
-    from sie_server.engine.service import Timing as EngineTiming
+def audio_item(item: ItemIn, item_id: str) -> AudioItem | None:
+    """An item's audio for a speech model (None: it has none)."""
+    audio = item.audio
+    if audio is None:
+        return None
+    return AudioItem(id=item_id, data=audio.data, format=audio.format, sample_rate=audio.sample_rate)
 
-    params = request.params
-    options = MediaOptions.of(
-        params.labels if params else None, params.threshold if params else None, params.options if params else None
-    )
-    ids = [item.id_at(k) for k, item in enumerate(request.items)]
-    items = [audio_item(item, i) for item, i in zip(request.items, ids, strict=True)]
-    timing = EngineTiming()
-    outcomes = await extract_speech(service, model, items, options, call, limits, timing)
-    t = timing.as_dict()
-    return ExtractResponse(
-        model=model.id,
-        items=[media_answer(i, outcome) for i, outcome in zip(ids, outcomes, strict=True)],
-        timing=ResponseTiming.model_construct(
-            total_ms=t["total_ms"],
-            queue_ms=t["queue_ms"],
-            tokenization_ms=t["tokenization_ms"],
-            inference_ms=t["inference_ms"],
-        ),
-    )
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """A speech model's request: each item's audio (None: it has none) and the request's options."""
+
+    ids: list[str]
+    items: list[AudioItem | None]
+    options: MediaOptions
+
+
+class Speech:
+    """The speech kind: each item's transcript in ``data``, or that item's ``error``."""
+
+    def decode(self, model: ModelConfig, request: ExtractRequest) -> SpeechRequest:
+        params = request.params
+        options = MediaOptions.of(
+            params.labels if params else None, params.threshold if params else None, params.options if params else None
+        )
+        ids = [item.id_at(k) for k, item in enumerate(request.items)]
+        items = [audio_item(item, i) for item, i in zip(request.items, ids, strict=True)]
+        return SpeechRequest(ids, items, options)
+
+    async def queue(
+        self, engine: ExtractEngine, model: ModelConfig, decoded: SpeechRequest, call: CallOptions, timing: Timing
+    ) -> list[Outcome]:
+        return await extract_speech(
+            engine.inference, model, decoded.items, decoded.options, call, engine.limits, timing
+        )
+
+    def assemble(
+        self, model: ModelConfig, decoded: SpeechRequest, outcomes: list[Outcome], timing: Timing
+    ) -> ExtractResponse:
+        return items_answer(model, decoded.ids, outcomes, timing)
+
+
+HANDLER = Speech()
