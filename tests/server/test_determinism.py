@@ -3,8 +3,8 @@
 For each encoder family that runs offline here (MiniLM, real, from its package; tiny random-weight
 SPLADE, ColBERT, CLIP and SigLIP text towers; a tiny cross-encoder's rerank scores), one text is
 encoded (or scored) alone, twice in a row, inside a mixed-length batch (one request: one batch), under
-another caller's load (a thread sending other texts of other lengths to the same model meanwhile, so
-the text's batches may hold other callers' items), and after the model is evicted and loaded again.
+another caller's load (sent just after two of its requests with other texts of other lengths, so the
+text shares a batch with that caller's items), and after the model is evicted and loaded again.
 
 In float32 the text alone, again, and after a reload is the same answer bit for bit. In a batch it is
 not, by a few float32 ulps: CPU GEMM kernels (oneDNN / MKL sgemm) sum a row's products in an order
@@ -26,8 +26,8 @@ with the first answer, and the test would check the cache, not the model.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -159,24 +159,18 @@ def cases(
 def under_load(
     client: httpx.Client, url: str, model: str, run: Callable[[httpx.Client, str, list[str]], list[Answer]]
 ) -> list[Answer]:
-    """The text alone, three times, while another caller's thread sends other texts to the same model."""
-    stop, sent = threading.Event(), [0]
-
-    def other_caller() -> None:
-        with httpx.Client(base_url=url, timeout=120) as other:
-            while not stop.is_set():
-                k = sent[0]
-                run(other, model, [LOAD[k % len(LOAD)], LOAD[(k + 2) % len(LOAD)]])
-                sent[0] += 1
-
-    thread = threading.Thread(target=other_caller)
-    thread.start()
-    try:
-        return [run(client, model, [TEXT])[0] for _ in range(3)]
-    finally:
-        stop.set()
-        thread.join()
-        assert sent[0] > 0, "the other caller sent nothing"
+    """The text alone, three times, each sent just after two requests of another caller (other texts,
+    other lengths) to the same model: the first of those runs at once on the idle model, the text and
+    the second queue behind it and share the next batch (when they arrive in that order)."""
+    answers = []
+    with httpx.Client(base_url=url, timeout=120) as other, ThreadPoolExecutor(3) as pool:
+        for k in range(3):
+            texts = [[LOAD[(k + j) % len(LOAD)], LOAD[(k + j + 2) % len(LOAD)]] for j in range(2)]
+            theirs = [pool.submit(run, other, model, pair) for pair in texts]
+            answers.append(pool.submit(run, client, model, [TEXT]).result()[0])
+            for answer in theirs:
+                answer.result()
+    return answers
 
 
 FAMILIES = {
