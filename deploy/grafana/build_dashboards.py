@@ -508,6 +508,13 @@ def cluster_dashboard() -> Any:
                 "{{pool}} {{model}} failed",
             ),
         ),
+        timeseries(
+            "Batch API: batches and lines",
+            "Batches the cluster is running (the gateway's reading) and lines the workers finish per second.",
+            "short",
+            ("max(sie_gateway_batches_in_progress)", "batches in progress"),
+            ("sum by (outcome) (rate(sie_batch_lines_total[5m]))", "lines/s {{outcome}}"),
+        ),
     ]
     panels = layout([("Overview", overview, 4), ("Gateway", gateway, 2), ("Pools and scaling", scaling, 2)])
     pool = variable_query("pool", "Pool", "label_values(sie_gateway_workers, pool)")

@@ -112,7 +112,7 @@ def test_a_batch_runs_on_two_workers_and_matches_the_live_route(
                              message="the gateway's status never showed the batch's 40 lines")  # fmt: skip
         assert figures["in_progress"] == 0 and figures["lines_failed"] == 0
         assert figures["inflight_limit"] == 8  # two workers at --batch-inflight 4
-        assert metric(gateway.url, "sie_batches_in_progress") == 0
+        assert metric(gateway.url, "sie_gateway_batches_in_progress") == 0
         out = lines_of(api, batch.output_file_id)
         assert [line["custom_id"] for line in out] == [f"req-{i}" for i in range(40)]  # input order
         for k in (0, 17, 39):  # each vector is the live route's for the same input

@@ -55,6 +55,7 @@ EXPORTED_METRICS: list[tuple[str, str, tuple[str, ...]]] = [
     ("sie_gateway_work_seconds", HISTOGRAM, ("pool", "priority")),
     ("sie_gateway_dead_letters", GAUGE, ("pool",)),
     ("sie_gateway_model_workers", GAUGE, ("pool", "model", "state")),
+    ("sie_gateway_batches_in_progress", GAUGE, ()),
 ]
 
 GATEWAY_PREFIX = "sie_gateway_"

@@ -4,7 +4,7 @@ A gateway runs no line, so it reads what the cluster holds, every ``EVERY_S`` se
 (the status route then answers at once, from the last reading):
 
 - batches in progress: the batch records in a live status (validating, in progress, finalizing,
-  cancelling), also set on the gauge ``sie_batches_in_progress``;
+  cancelling), also set on the gauge ``sie_gateway_batches_in_progress``;
 - lines done and failed: the request counts of every batch the cluster holds (a running batch's from
   its kept results); lines per second: how fast their sum grew over the last ``WINDOW_S`` seconds;
 - lines in flight: the line messages workers have taken and not yet acked (the lines consumer's

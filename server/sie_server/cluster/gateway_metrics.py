@@ -23,7 +23,7 @@ class GatewayMetrics:
                                       buckets=LATENCY_BUCKETS, registry=r)  # fmt: skip
         self.dead_letters = Gauge("sie_gateway_dead_letters", "Messages parked in the pool's dead-letter stream",
                                   ["pool"], registry=r)  # fmt: skip
-        self.batches_in_progress = Gauge("sie_batches_in_progress", "Batch API batches the cluster is running "
-                                         "(OpenAI's /v1/batches)", registry=r)  # fmt: skip
+        self.batches_in_progress = Gauge("sie_gateway_batches_in_progress", "Batch API batches the cluster is "
+                                         "running (OpenAI's /v1/batches)", registry=r)  # fmt: skip
         self.model_workers = Gauge("sie_gateway_model_workers", "Live workers reporting the model in this state "
                                    "(loaded, loading, failed)", ["pool", "model", "state"], registry=r)  # fmt: skip
