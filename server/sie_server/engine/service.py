@@ -300,7 +300,7 @@ class InferenceService:
             runs.append((texts, self._each(model, adapter, call, (options, instruction), contents, compute)))
         if images and imager is not None:
             # one call; an unreadable image is named by its item's place in the request
-            pictures = [PlacedImage(inputs[k].image or b"", f"items[{k}].images[0]") for k in images]
+            pictures: list[bytes] = [PlacedImage(inputs[k].image or b"", f"items[{k}].images[0]") for k in images]
             image_options = replace(options, modality="image")
             compute = partial(self._computed, model, imager.image_tokens, pictures, image_options, call, timing, False)
             runs.append((images, self._each(model, adapter, call, (image_options, instruction), pictures, compute)))
