@@ -20,9 +20,8 @@ from sie_server.adapters.runtime.options import ClassifyOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import ExtractRequest
-from sie_server.contract.responses import ExtractResponse
-from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
-from sie_server.engine.extract.queue import Queue, run_each
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem
+from sie_server.engine.extract.queue import Queue, adapter_of, run_each
 from sie_server.engine.outcomes import Timing
 from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import InvalidInput, SIEError
@@ -58,9 +57,7 @@ async def classify_texts(
 ) -> tuple[list[Labelled], list[int]]:
     """Each text's labels, or its own error, and the tokens its rows ran; a request the model cannot
     serve at all raises InvalidInput."""
-    adapter = await service.pool.acquire(model, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
-    if not isinstance(adapter, TextClassifier):
-        raise InvalidInput(f"model {model.id} does not classify texts (its adapter is {model.adapter})")
+    adapter = await adapter_of(service, model, call, (TextClassifier,), "classify texts")
     adapter.check(options)
     outcomes: list[Labelled | None] = [None] * len(texts)
     good: list[int] = []
@@ -98,7 +95,7 @@ class ClassifyRequest:
     options: ClassifyOptions
 
 
-class Classification:
+class Classification(PerItem[ClassifyRequest]):
     """The classification kind: ``classifications`` best first, ``data.scores`` every label's score in the
     model's (or the request's) label order and ``data.tokens`` the tokens it ran, or the item's ``error``."""
 
@@ -112,11 +109,6 @@ class Classification:
     ) -> list[Outcome]:
         outcomes, tokens = await classify_texts(engine.inference, model, decoded.texts, decoded.options, call, timing)
         return [_found(o, n) for o, n in zip(outcomes, tokens, strict=True)]
-
-    def assemble(
-        self, model: ModelConfig, decoded: ClassifyRequest, outcomes: list[Outcome], timing: Timing
-    ) -> ExtractResponse:
-        return items_answer(model, decoded.ids, outcomes, timing)
 
 
 HANDLER = Classification()

@@ -9,7 +9,6 @@ are the document's text blocks (and, for scanned pages, the OCR model's lines) w
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 from sie_server.adapters.documents.parser import Document, ParsedDocument, document_tokens
@@ -20,10 +19,9 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ExtractParams, ExtractRequest
-from sie_server.contract.responses import ExtractResponse
 from sie_server.engine.extract.pictures import DocumentPages, MediaItem, media_item, read_pages, scaled
-from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
-from sie_server.engine.extract.queue import Queue, run_each
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem
+from sie_server.engine.extract.queue import Queue, decode_all, run_each
 from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, ModelNotFound, SIEError
 
@@ -39,9 +37,7 @@ async def extract_documents(
     ocr: bool = True,
 ) -> list[Outcome]:
     """Each item's parsed document, or its own error; with ``ocr`` false, scanned pages are left unread."""
-    started = time.perf_counter()
-    screened = await asyncio.gather(*(_screen(item, f"items[{k}]", limits) for k, item in enumerate(items)))
-    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    screened = await decode_all(timing, (_screen(item, f"items[{k}]", limits) for k, item in enumerate(items)))
     documents = [(k, d) for k, d in enumerate(screened) if isinstance(d, Document)]
     options = DocumentOptions(max_pages=limits.max_document_pages)
     parsed = await run_each(service, model, [document_tokens(d) for _, d in documents], options, call, timing)
@@ -163,8 +159,12 @@ class DocumentRequest:
     items: list[MediaItem]
     ocr: bool
 
+    @property
+    def ids(self) -> list[str]:
+        return [item.id for item in self.items]
 
-class Documents:
+
+class Documents(PerItem[DocumentRequest]):
     """The document kind: whole documents parsed on the queue, scanned pages read by the config's OCR model."""
 
     def decode(self, model: ModelConfig, request: ExtractRequest) -> DocumentRequest:
@@ -177,11 +177,6 @@ class Documents:
         return await extract_documents(
             engine.inference, engine.catalog, model, decoded.items, call, engine.limits, timing, ocr=decoded.ocr
         )
-
-    def assemble(
-        self, model: ModelConfig, decoded: DocumentRequest, outcomes: list[Outcome], timing: Timing
-    ) -> ExtractResponse:
-        return items_answer(model, [item.id for item in decoded.items], outcomes, timing)
 
 
 HANDLER = Documents()

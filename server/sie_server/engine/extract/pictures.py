@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from dataclasses import dataclass
 
 from sie_server.adapters.runtime.media import Found, MediaExtractor, Picture, picture_tokens
@@ -21,9 +20,8 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ExtractRequest, ItemIn
-from sie_server.contract.responses import ExtractResponse
-from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
-from sie_server.engine.extract.queue import Queue, run_each
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem, media_options
+from sie_server.engine.extract.queue import Queue, adapter_of, decode_all, run_each
 from sie_server.engine.media_inputs import open_picture
 from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, SIEError
@@ -159,13 +157,9 @@ async def extract_pictures(
     timing: Timing,
 ) -> list[Outcome]:
     """Each item's answer, or its own error."""
-    adapter = await service.pool.acquire(model, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
-    if not isinstance(adapter, MediaExtractor):
-        raise InvalidInput(f"model {model.id} does not read images (its adapter is {model.adapter})")
+    adapter = await adapter_of(service, model, call, (MediaExtractor,), "read images")
     adapter.check(options)
-    started = time.perf_counter()
-    prepared = await asyncio.gather(*(_prepare(item, f"items[{k}]", model, limits) for k, item in enumerate(items)))
-    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    prepared = await decode_all(timing, (_prepare(item, f"items[{k}]", model, limits) for k, item in enumerate(items)))
     images = [(k, picture) for k, p in enumerate(prepared) if isinstance(p, list) for picture in p]
     documents = [(k, p) for k, p in enumerate(prepared) if isinstance(p, DocumentPages)]
     answers, pages = await asyncio.gather(
@@ -197,25 +191,22 @@ async def _prepare(
 
 @dataclass(frozen=True)
 class PictureRequest:
-    """A picture reader's request: its items' media and the request's own options (each family applies its
-    config's defaults and limits: ``adapter.check``)."""
+    """A picture reader's request: its items' media and the request's own options."""
 
     items: list[MediaItem]
     options: MediaOptions
 
+    @property
+    def ids(self) -> list[str]:
+        return [item.id for item in self.items]
 
-class Pictures:
+
+class Pictures(PerItem[PictureRequest]):
     """The picture kind: OCR, detectors and captioners on images and rendered PDF pages."""
 
     def decode(self, model: ModelConfig, request: ExtractRequest) -> PictureRequest:
-        params = request.params
         items = [media_item(item, item.id_at(k)) for k, item in enumerate(request.items)]
-        options = MediaOptions.of(
-            params.labels if params else None,
-            params.threshold if params else None,
-            params.options if params else None,
-        )
-        return PictureRequest(items, options)
+        return PictureRequest(items, media_options(request))
 
     async def queue(
         self, engine: ExtractEngine, model: ModelConfig, decoded: PictureRequest, call: CallOptions, timing: Timing
@@ -223,11 +214,6 @@ class Pictures:
         return await extract_pictures(
             engine.inference, model, decoded.items, decoded.options, call, engine.limits, timing
         )
-
-    def assemble(
-        self, model: ModelConfig, decoded: PictureRequest, outcomes: list[Outcome], timing: Timing
-    ) -> ExtractResponse:
-        return items_answer(model, [item.id for item in decoded.items], outcomes, timing)
 
 
 HANDLER = Pictures()

@@ -9,9 +9,10 @@ neighbours answered; what fails the whole request raises.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from sie_server.adapters.runtime.media import Found
+from sie_server.adapters.runtime.options import MediaOptions
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
@@ -106,7 +107,31 @@ def item_answer(item_id: str, outcome: Outcome) -> ExtractedItem:
     )
 
 
-def items_answer(model: ModelConfig, ids: list[str], outcomes: list[Outcome], timing: Timing) -> ExtractResponse:
-    """The answer of a handler whose items each got an ``Outcome``."""
-    items = [item_answer(i, outcome) for i, outcome in zip(ids, outcomes, strict=True)]
-    return ExtractResponse(model=model.id, items=items, timing=wire_timing(timing))
+class Identified(Protocol):
+    """A decoded request whose items are answered one by one: their ids in order."""
+
+    @property
+    def ids(self) -> list[str]: ...
+
+
+Items = TypeVar("Items", bound=Identified)
+
+
+class PerItem(Generic[Items]):
+    """A kind whose items each get an ``Outcome`` (pictures, documents, speech, classification): its answer is
+    every item's, in order; the kind writes ``decode`` and ``queue``."""
+
+    def assemble(self, model: ModelConfig, decoded: Items, outcomes: list[Outcome], timing: Timing) -> ExtractResponse:
+        items = [item_answer(i, outcome) for i, outcome in zip(decoded.ids, outcomes, strict=True)]
+        return ExtractResponse(model=model.id, items=items, timing=wire_timing(timing))
+
+
+def media_options(request: ExtractRequest) -> MediaOptions:
+    """The request's own labels, threshold and options for a picture or speech model (each family applies its
+    config's defaults and limits: ``adapter.check``)."""
+    params = request.params
+    return MediaOptions.of(
+        params.labels if params else None,
+        params.threshold if params else None,
+        params.options if params else None,
+    )

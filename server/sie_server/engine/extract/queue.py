@@ -8,7 +8,9 @@ are answered; an internal failure fails the request.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+import time
+from collections.abc import Awaitable, Iterable
+from typing import Any, Protocol, TypeVar
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.options import BatchOptions
@@ -16,11 +18,13 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.engine.outcomes import Timing
 from sie_server.engine.scheduler import Scheduler, WorkItem
-from sie_server.errors import DeadlineExceeded, SIEError
+from sie_server.errors import DeadlineExceeded, InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 
 DEADLINE_MARGIN_S = 0.25  # answer what is done this long before X-SIE-Timeout-Ms runs out
 LATE = "not done within X-SIE-Timeout-Ms; this item's work was dropped and the rest answered"
+A = TypeVar("A")
+T = TypeVar("T")
 
 
 class Queue(Protocol):
@@ -29,6 +33,25 @@ class Queue(Protocol):
     pool: ModelPool
     scheduler: Scheduler
     load_timeout_s: float
+
+
+async def adapter_of(
+    service: Queue, model: ModelConfig, call: CallOptions, family: tuple[type[A], ...], does: str
+) -> A:
+    """The model's adapter, loaded (waiting for it as the caller asked), when it is of ``family``: a tuple, as
+    ``isinstance`` takes it, since the family contracts are abstract classes."""
+    adapter = await service.pool.acquire(model, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
+    if not isinstance(adapter, family):
+        raise InvalidInput(f"model {model.id} does not {does} (its adapter is {model.adapter})")
+    return adapter
+
+
+async def decode_all(timing: Timing, jobs: Iterable[Awaitable[T]]) -> list[T]:
+    """Every item's inputs decoded at once (off the event loop), the time counted as tokenization."""
+    started = time.perf_counter()
+    done = await asyncio.gather(*jobs)
+    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    return list(done)
 
 
 async def run_each(

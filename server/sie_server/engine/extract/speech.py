@@ -9,7 +9,6 @@ item; its neighbours are answered (as pictures are, ``engine/extract/pictures.py
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 from sie_server.adapters.runtime.options import MediaOptions
@@ -18,10 +17,9 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ExtractRequest, ItemIn
-from sie_server.contract.responses import ExtractResponse
 from sie_server.engine.audio_inputs import read_audio
-from sie_server.engine.extract.protocol import ExtractEngine, Outcome, items_answer
-from sie_server.engine.extract.queue import Queue, run_each
+from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem, media_options
+from sie_server.engine.extract.queue import Queue, adapter_of, decode_all, run_each
 from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, SIEError
 
@@ -46,13 +44,9 @@ async def extract_speech(
     timing: Timing,
 ) -> list[Outcome]:
     """Each item's transcript, or its own error (an item without audio is refused by the limits first)."""
-    adapter = await service.pool.acquire(model, wait=call.wait_for_load, timeout_s=service.load_timeout_s)
-    if not isinstance(adapter, SpeechToText):
-        raise InvalidInput(f"model {model.id} does not transcribe audio (its adapter is {model.adapter})")
+    adapter = await adapter_of(service, model, call, (SpeechToText,), "transcribe audio")
     adapter.check(options)
-    started = time.perf_counter()
-    prepared = await asyncio.gather(*(_prepare(item, f"items[{k}]", limits) for k, item in enumerate(items)))
-    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    prepared = await decode_all(timing, (_prepare(item, f"items[{k}]", limits) for k, item in enumerate(items)))
     clips = [(k, c) for k, c in enumerate(prepared) if isinstance(c, Clip)]
     answers = await run_each(service, model, [clip_tokens(c) for _, c in clips], options, call, timing)
     outcomes: list[Outcome] = [p if isinstance(p, SIEError) else InvalidInput("not transcribed") for p in prepared]
@@ -90,14 +84,11 @@ class SpeechRequest:
     options: MediaOptions
 
 
-class Speech:
+class Speech(PerItem[SpeechRequest]):
     """The speech kind: each item's transcript in ``data``, or that item's ``error``."""
 
     def decode(self, model: ModelConfig, request: ExtractRequest) -> SpeechRequest:
-        params = request.params
-        options = MediaOptions.of(
-            params.labels if params else None, params.threshold if params else None, params.options if params else None
-        )
+        options = media_options(request)
         ids = [item.id_at(k) for k, item in enumerate(request.items)]
         items = [audio_item(item, i) for item, i in zip(request.items, ids, strict=True)]
         return SpeechRequest(ids, items, options)
@@ -108,11 +99,6 @@ class Speech:
         return await extract_speech(
             engine.inference, model, decoded.items, decoded.options, call, engine.limits, timing
         )
-
-    def assemble(
-        self, model: ModelConfig, decoded: SpeechRequest, outcomes: list[Outcome], timing: Timing
-    ) -> ExtractResponse:
-        return items_answer(model, decoded.ids, outcomes, timing)
 
 
 HANDLER = Speech()
