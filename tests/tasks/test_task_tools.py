@@ -11,7 +11,15 @@ import httpx
 from tests.server.test_mcp import answer, over_http, over_stdio
 from tests.tasks.helpers import MODELS, QUESTION, three_documents
 
-TASKS = {"docs_to_markdown", "answer_questions", "redact_pii", "extract_structured"}
+TASKS = {
+    "docs_to_markdown",
+    "answer_questions",
+    "redact_pii",
+    "extract_structured",
+    "summarize_document",
+    "extract_entities",
+    "describe_image",
+}
 REDACT = {
     "text": "Write to Dana Scott at dana@example.org or +44 20 7946 0958; Dana Scott answers.",
     "known": {"person": ["Dana Scott"]},

@@ -64,3 +64,16 @@ async def test_a_task_on_the_gateway_answers_as_on_the_server(gateway: ServerPro
     async with over_http(gateway.url) as session:
         redacted = answer(await session.call_tool("redact_pii", REDACT))
     assert redacted == http_task(base_url, "redact_pii", REDACT)
+
+
+async def test_entities_on_the_gateway_are_the_server_s(gateway: ServerProcess, base_url: str) -> None:
+    text = " ".join(INVOICE_PASSAGES.values())  # several windows of the tiny GLiNER
+    body = {"text": text, "labels": ["company", "date"], "threshold": 0.0, "models": {"ner": "test/tiny-gliner"}}
+    on_gateway = http_task(gateway.url, "extract_entities", body)
+    on_server = http_task(base_url, "extract_entities", body)
+    assert on_gateway["windows"] == on_server["windows"] > 1 and on_gateway["counts"] == on_server["counts"]
+    spans = [(e["start"], e["end"], e["label"], e["text"]) for e in on_gateway["entities"]]
+    assert spans == [(e["start"], e["end"], e["label"], e["text"]) for e in on_server["entities"]] and spans
+    async with over_http(gateway.url) as session:
+        over_mcp = answer(await session.call_tool("extract_entities", body))
+    assert [(e["start"], e["end"]) for e in over_mcp["entities"]] == [s[:2] for s in spans]

@@ -3,9 +3,9 @@ answer per task. The caps are checked by the task before any work (``sie_server/
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Base64Bytes, BaseModel, ConfigDict, Field, model_validator
+from pydantic import Base64Bytes, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 
 class TaskWire(BaseModel):
@@ -21,6 +21,8 @@ class TaskModels(TaskWire):
     document: str | None = Field(default=None, description="the document parser (extract, e.g. docling)")
     ocr: str | None = Field(default=None, description="the OCR model used when the parser finds almost no text")
     ner: str | None = Field(default=None, description="the entity model (extract with labels, e.g. GLiNER)")
+    caption: str | None = Field(default=None, description="the captioning model (extract on an image, e.g. Florence-2)")
+    tags: str | None = Field(default=None, description="the image-text encoder that ranks tags (encode, CLIP/SigLIP)")
 
 
 class FileIn(TaskWire):
@@ -139,4 +141,101 @@ class ExtractStructuredRequest(TaskWire):
 
 class ExtractStructuredResponse(TaskWire):
     data: dict[str, Any] = Field(description="the object, valid under the schema (checked after generation)")
+    models: dict[str, str]
+
+
+# ----- summarize_document
+
+
+class SummarizeDocumentRequest(SourceIn):
+    """One document: ``text``, or a ``file`` the document model parses."""
+
+    chunk_chars: int = Field(
+        default=2000, ge=200, le=8000, description="the longest chunk summarized in one call, in characters"
+    )
+    max_new_tokens: int = Field(default=160, ge=8, le=512, description="the longest summary of a chunk, and of all")
+    instructions: str | None = Field(
+        default=None, max_length=2000, description="what the summary should keep or focus on, in words"
+    )
+    models: TaskModels = Field(default_factory=TaskModels)
+
+
+class SummarizeDocumentResponse(TaskWire):
+    summary: str
+    chunks: int = Field(description="the chunks summarized one by one (map) before their summaries were combined")
+    rounds: int = Field(description="rounds of combining summaries (reduce); 0 when the text was one chunk")
+    characters: int = Field(description="characters of the document's text")
+    pages: int | None = Field(default=None, description="pages the parser saw, where a file was given")
+    source_bytes: int | None = Field(default=None, description="the size of the file sent, where a file was given")
+    models: dict[str, str]
+
+
+# ----- extract_entities
+
+Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+
+
+class ExtractEntitiesRequest(SourceIn):
+    """One document: ``text``, or a ``file`` the document model parses; and the entity types to find."""
+
+    labels: list[Label] = Field(min_length=1, max_length=25, description="the entity types to find, e.g. person")
+    threshold: float = Field(default=0.5, ge=0, le=1, description="the lowest score an entity is kept with")
+    models: TaskModels = Field(default_factory=TaskModels)
+
+
+class EntityFound(TaskWire):
+    text: str
+    label: str
+    score: float
+    start: int = Field(description="character offset in the whole text (the document's text for a file)")
+    end: int = Field(description="character offset just past the entity")
+
+
+class ExtractEntitiesResponse(TaskWire):
+    entities: list[EntityFound] = Field(description="in text order; overlapping windows' duplicates merged")
+    counts: dict[str, int] = Field(description="entities found, by label")
+    table: str = Field(description="the entities as a markdown table")
+    windows: int = Field(description="the windows of the text the model read")
+    text: str | None = Field(default=None, description="the document's text, where a file was given")
+    pages: int | None = Field(default=None, description="pages the parser saw, where a file was given")
+    source_bytes: int | None = Field(default=None, description="the size of the file sent, where a file was given")
+    models: dict[str, str]
+
+
+# ----- describe_image
+
+CaptionDetail = Literal["brief", "detailed", "more_detailed", "none"]
+
+
+class DescribeImageRequest(TaskWire):
+    image: FileIn = Field(description="PNG, JPEG, WebP, GIF, BMP or TIFF bytes, base64")
+    caption: CaptionDetail = Field(default="brief", description="how much the caption says; none: tags only")
+    labels: list[Label] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="candidate tags ranked against the image (default: common subjects and kinds of picture)",
+    )
+    top_k: int = Field(default=5, ge=0, le=50, description="tags returned, best first; 0: the caption only")
+    template: str = Field(
+        default="a photo of {label}",
+        min_length=7,
+        max_length=200,
+        pattern=r"\{label\}",
+        description="how each tag is phrased for the text encoder; {label} is replaced by the tag",
+    )
+    models: TaskModels = Field(default_factory=TaskModels)
+
+
+class Tag(TaskWire):
+    label: str
+    score: float = Field(description="cosine similarity of the image and the phrased tag in the encoder's space")
+
+
+class DescribeImageResponse(TaskWire):
+    caption: str | None = Field(description="the captioning model's caption (null when none was asked for)")
+    tags: list[Tag] = Field(description="the top_k tags, best first")
+    width: int = Field(description="pixels, as the image's header declares them")
+    height: int
+    source_bytes: int = Field(description="the size of the image sent")
     models: dict[str, str]

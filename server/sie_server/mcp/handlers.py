@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "SIE serves small models of many kinds. Call list_models (optionally with a task) to find a model id, "
     "then encode, score, extract or generate with it; or run a whole pipeline step with a task tool "
-    "(docs_to_markdown, answer_questions, redact_pii, extract_structured). "
+    "(docs_to_markdown, answer_questions, redact_pii, extract_structured, summarize_document, extract_entities, "
+    "describe_image). "
     "A failed call answers with the server's error code."
 )
 

@@ -24,6 +24,8 @@ DEFAULTS: dict[str, str] = {
     "document": "docling-project/docling",
     "ocr": "RapidAI/PP-OCRv6",
     "ner": "urchade/gliner_multi_pii-v1",
+    "caption": "microsoft/Florence-2-base",
+    "tags": "openai/clip-vit-base-patch32",
 }
 # the service call each step makes
 STEP_TASK = {
@@ -33,6 +35,8 @@ STEP_TASK = {
     "document": "extract",
     "ocr": "extract",
     "ner": "extract",
+    "caption": "extract",
+    "tags": "encode",
 }
 
 
@@ -46,6 +50,7 @@ class Caps:
     max_pages: int = 100
     max_questions: int = 8
     max_chunks: int = 512
+    max_summary_chunks: int = 64  # each chunk is one generate call before the combining rounds
 
 
 CAPS = Caps()

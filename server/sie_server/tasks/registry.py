@@ -15,14 +15,28 @@ from sie_server.contract.headers import CallOptions
 from sie_server.contract.tasks_wire import (
     AnswerQuestionsRequest,
     AnswerQuestionsResponse,
+    DescribeImageRequest,
+    DescribeImageResponse,
     DocsToMarkdownRequest,
     DocsToMarkdownResponse,
+    ExtractEntitiesRequest,
+    ExtractEntitiesResponse,
     ExtractStructuredRequest,
     ExtractStructuredResponse,
     RedactPiiRequest,
     RedactPiiResponse,
+    SummarizeDocumentRequest,
+    SummarizeDocumentResponse,
 )
-from sie_server.tasks import answer_questions, docs_to_markdown, extract_structured, redact_pii
+from sie_server.tasks import (
+    answer_questions,
+    describe_image,
+    docs_to_markdown,
+    extract_entities,
+    extract_structured,
+    redact_pii,
+    summarize_document,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,30 @@ TASKS: dict[str, TaskSpec] = {
             ExtractStructuredRequest,
             ExtractStructuredResponse,
             extract_structured.run,
+        ),
+        TaskSpec(
+            summarize_document.NAME,
+            summarize_document.TITLE,
+            summarize_document.DESCRIPTION,
+            SummarizeDocumentRequest,
+            SummarizeDocumentResponse,
+            summarize_document.run,
+        ),
+        TaskSpec(
+            extract_entities.NAME,
+            extract_entities.TITLE,
+            extract_entities.DESCRIPTION,
+            ExtractEntitiesRequest,
+            ExtractEntitiesResponse,
+            extract_entities.run,
+        ),
+        TaskSpec(
+            describe_image.NAME,
+            describe_image.TITLE,
+            describe_image.DESCRIPTION,
+            DescribeImageRequest,
+            DescribeImageResponse,
+            describe_image.run,
         ),
     )
 }
