@@ -153,9 +153,12 @@ def test_a_default_model_the_server_lacks_is_named(base_url: str) -> None:
 async def test_a_new_task_over_mcp_answers_as_the_route(base_url: str) -> None:
     body = {"text": LONG, "labels": ["company", "person"], "threshold": 0.0, "models": {"ner": GLINER}}
     async with over_http(base_url) as session:
-        names = {tool.name for tool in (await session.list_tools()).tools}
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         found = answer(await session.call_tool("extract_entities", body))
-    assert {"summarize_document", "extract_entities", "describe_image"} <= names
+    assert {"summarize_document", "extract_entities", "describe_image"} <= set(tools)
+    assert tools["extract_entities"].input_schema["required"] == ["labels"]
+    assert tools["describe_image"].input_schema["required"] == ["image"]
+    assert {"summary", "chunks", "pages"} <= set(tools["summarize_document"].output_schema["properties"])
     route = ok(base_url, "extract_entities", body)
     assert [(e["start"], e["end"], e["label"]) for e in found["entities"]] == [
         (e["start"], e["end"], e["label"]) for e in route["entities"]
@@ -202,3 +205,15 @@ def test_the_ocr_model_reads_a_page_whose_text_layer_is_almost_empty(base_url: s
     assert found["ocr_fallback"] is True and found["models"]["ocr"] == OCR, found
     assert all(line in found["text"] for line in INVOICE_LINES) and found["pages"] == 1
     assert INVOICE_LINES[-1] in found["markdown"]
+
+
+def test_the_new_tasks_are_in_the_openapi_spec(base_url: str) -> None:
+    paths = httpx.get(f"{base_url}/openapi.json", timeout=30).json()["paths"]
+    for name, wire in (
+        ("summarize_document", "SummarizeDocument"),
+        ("extract_entities", "ExtractEntities"),
+        ("describe_image", "DescribeImage"),
+    ):
+        post = paths[f"/v1/tasks/{name}"]["post"]
+        assert post["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(f"{wire}Request")
+        assert post["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(f"{wire}Response")
