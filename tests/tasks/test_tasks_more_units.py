@@ -14,9 +14,14 @@ import pytest
 from PIL import Image
 
 from sie_server.contract.headers import call_options
-from sie_server.contract.tasks_wire import DescribeImageRequest, EntityFound, SummarizeDocumentRequest
+from sie_server.contract.tasks_wire import (
+    DescribeImageRequest,
+    EntityFound,
+    ExtractEntitiesRequest,
+    SummarizeDocumentRequest,
+)
 from sie_server.errors import InvalidInput, PayloadTooLarge
-from sie_server.tasks import describe_image, summarize_document
+from sie_server.tasks import describe_image, extract_entities, summarize_document
 from sie_server.tasks.extract_entities import Span, merge, table, windows
 from sie_server.tasks.image_size import declared_size
 from sie_server.tasks.summarize_document import groups
@@ -134,3 +139,12 @@ def test_too_many_chunks_are_refused_before_any_generation() -> None:
     request = SummarizeDocumentRequest(text="A sentence of some length here. " * 700, chunk_chars=200)
     error, _ = run_on_nothing(summarize_document, request)
     assert "chunks in one task; the limit is 64" in str(error)
+
+
+def test_the_same_label_twice_is_refused_before_any_model() -> None:
+    request = ExtractEntitiesRequest(text="Acme Corp", labels=["Company", " company "])
+    error, _ = run_on_nothing(extract_entities, request)
+    assert "labels must be unique" in str(error)
+    nothing = DescribeImageRequest(image={"data": b64(png_declaring(8, 8))}, caption="none", top_k=0)
+    error, _ = run_on_nothing(describe_image, nothing)
+    assert "ask for nothing" in str(error)

@@ -127,8 +127,6 @@ def _check_labels(model: ModelConfig, labels: list[str]) -> None:
     most = model.tasks.extract.max_labels if model.tasks.extract is not None else None
     if most is not None and len(labels) > most:
         raise InvalidInput(f"{len(labels)} labels; model {model.id} takes at most {most} in one call")
-    if len({label.casefold() for label in labels}) != len(labels):
-        raise InvalidInput("labels must be unique")
 
 
 async def run(svc: Service, request: ExtractEntitiesRequest, call: CallOptions) -> ExtractEntitiesResponse:
@@ -136,6 +134,8 @@ async def run(svc: Service, request: ExtractEntitiesRequest, call: CallOptions) 
         check_text(request.text, "text")
     if request.file is not None:
         check_file(request.file, "file")
+    if len({label.casefold() for label in request.labels}) != len(request.labels):
+        raise InvalidInput("labels must be unique")
     chosen = request.models if request.models.ner else request.models.model_copy(update={"ner": GENERAL_NER})
     steps = STEPS + (("document",) if request.file is not None else ())
     configs = await models_for(NAME, svc, steps, chosen)
