@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sie_server.errors import InvalidInput
+from sie_server.errors import ErrorCode, InvalidInput, SIEError
 
 #: what the service's refusals of an input past the model's token limit say (engine/long_encode.py)
 OVER_LIMIT = ("limit of", "takes at most")
@@ -19,11 +19,13 @@ GRAMMAR = ("grammar", "JSON schema", "regex", "cannot be used")
 
 @contextmanager
 def named(parameter: str, about: tuple[str, ...], *, when: bool = True) -> Iterator[None]:
-    """Within the block, an INVALID_INPUT whose message is ``about`` what ``parameter`` asked (one of the
-    phrases in it) and does not name ``parameter`` gets ``parameter`` in front of its message."""
+    """Within the block, an INVALID_INPUT (raised here, or relayed from a worker) whose message is ``about``
+    what ``parameter`` asked (holds one of those phrases) and does not name it gets ``parameter`` in front."""
     try:
         yield
-    except InvalidInput as exc:
-        if not when or parameter in exc.message or not any(phrase in exc.message for phrase in about):
+    except SIEError as exc:  # an InvalidInput, or one relayed from a worker (contract/envelope.py's RemoteError)
+        if exc.code is not ErrorCode.INVALID_INPUT or not when or parameter in exc.message:
+            raise
+        if not any(phrase in exc.message for phrase in about):
             raise
         raise InvalidInput(f"{parameter}: {exc.message}", status=exc.status, retry_after=exc.retry_after) from None
