@@ -221,6 +221,7 @@ sdk-ts/.built: $(SDK_TS_INPUTS)
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 test: install-dev compat-venv shellcheck checkov-venv promtool tesseract espeak-ng sdk-ts gpu-dry-run-deps lint
+	$(MKDOCS) build --strict --quiet --site-dir $(DOCS_SITE)
 	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 	SIE_TEST_TARGET=gateway $(BIN)/pytest $(XDIST) $(PYTEST_ARGS) tests/server tests/sdk tests/compat tests/integrations
 
