@@ -196,6 +196,11 @@ FAMILIES = {
 
 def post(client: httpx.Client, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     answer = client.post(path, json=body, headers=BYPASS)
+    for _ in range(100):  # an eviction right after a generate: 409 until the decode thread has freed its cells
+        if answer.status_code != 409 or not path.endswith("/evict"):
+            break
+        time.sleep(0.05)
+        answer = client.post(path, json=body, headers=BYPASS)
     if answer.status_code != 200:
         raise RuntimeError(f"POST {path}: {answer.status_code} {answer.text[:300]}")
     result: dict[str, Any] = answer.json()

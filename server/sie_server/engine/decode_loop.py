@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import torch
@@ -114,6 +114,7 @@ class DecodeLoop:
         self.task: asyncio.Task[None] | None = None
         self.stopping = False  # the task is ending: a burst stops at its next step
         self.steps = 0
+        self._freeing: list[Future[Any]] = []  # cells being freed on the decode thread after the task ended
 
     def add(self, seq: Sequence) -> None:
         seq.loop, seq.loop_thread = asyncio.get_running_loop(), threading.get_ident()
@@ -125,6 +126,14 @@ class DecodeLoop:
     @property
     def busy(self) -> bool:
         return bool(self.waiting or self.active or self.reading)
+
+    @property
+    def holds_model(self) -> bool:
+        """Busy, or its task still running, or the cells it left still being freed on the decode thread: the
+        model must not be unloaded yet (llama.cpp's seq_rm on a context freed by an eviction crashed the
+        server, SIGSEGV, about one eviction in ten right after a generate; benchmarks/memory_cycles.py)."""
+        self._freeing = [f for f in self._freeing if not f.done()]
+        return self.busy or bool(self._freeing) or (self.task is not None and not self.task.done())
 
     async def _run(self) -> None:
         adapter: Generator | None = None
@@ -156,10 +165,10 @@ class DecodeLoop:
         finally:  # the cells are freed on the decode thread, after a step or burst still running there
             self.stopping = True
             if self.reading is not None:
-                self.executor.submit(self.reading[1].close)
+                self._freeing.append(self.executor.submit(self.reading[1].close))
                 self.reading = None
             if self.batch is not None and adapter is not None:
-                self.executor.submit(adapter.discard, self.batch)
+                self._freeing.append(self.executor.submit(adapter.discard, self.batch))
             self.batch = None
 
     async def _read_step(self, adapter: Generator) -> bool:

@@ -52,7 +52,7 @@ class GenerationService:
 
     def busy(self, model_id: str) -> bool:
         loop = self.loops.get(model_id)
-        return loop is not None and loop.busy
+        return loop is not None and loop.holds_model  # not unloaded under cells still being freed
 
     async def start(
         self,
