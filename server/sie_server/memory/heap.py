@@ -25,7 +25,8 @@ And glibc keeps what a model freed. Each thread that allocates gets a malloc are
 core), and loads, warm-ups and lanes run on threads that come and go (compute_thread.py), so a
 model's buffers are spread over several arenas; freed, they stay mapped in them. Load -> request ->
 evict cycles of MiniLM and SmolLM2 in one server grew it from 604 MiB after the first to 916 MiB after
-the tenth (all evicted each time); read with ``malloc_stats`` after 6 such cycles, glibc held 547 MB for 160 MB in use, four thread arenas
+the tenth (all evicted each time); read with ``malloc_stats`` after 6 such cycles, glibc held 547 MB
+for 160 MB in use, four thread arenas
 holding 65-72 MB each with under 130 KB in use, and ``malloc_trim(0)`` gave back 323 MiB of the
 850 MiB resident. So every eviction ends with ``trim_native_heap`` (``thawed`` below), after the
 collection that freed the model: with it the same cycles level off (benchmarks/memory_cycles.py,
