@@ -137,7 +137,8 @@ checkov-venv:
 	  || echo "warning: could not install $(CHECKOV); its test will be skipped"; fi
 	@$(call link_venv,$(CHECKOV_VENV),.venv-checkov)
 
-# The GPU machine this project borrows has no network: what it runs travels with the tree (README "GPU check").
+# The GPU machine this project borrows has no network: what it runs travels with the tree (docs/deploy/gpu.md,
+# "GPU check").
 # `make gpu-bundle` puts in .gpu-bundle the wheels the server needs beyond the GPU image's packages (Python 3.12,
 # x86-64; scripts/gpu/bundle.txt, verified against scripts/gpu/image-packages.txt) and prints their size; the wheels
 # are kept under GPU_WHEELS per pin list, so a fresh clone copies them instead of downloading again.

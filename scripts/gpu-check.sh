@@ -2,8 +2,8 @@
 # GPU check: the server on one NVIDIA GPU with nothing downloaded. The bundle (`make gpu-bundle`: wheels for what the
 # server needs beyond the GPU image's packages) is installed with no index into a folder of its own, then
 # benchmarks/gpu_check.py builds random-weight models of the catalog's main shapes and checks precision, residency,
-# memory accounting, LRU eviction and speed (README "GPU check"). Results (JSON + a Markdown table) go to the folder
-# given as the last argument, else $OUT, else ./gpu-check-results; the table is printed last.
+# memory accounting, LRU eviction and speed (docs/deploy/gpu.md, "GPU check"). Results (JSON + a Markdown table) go
+# to the folder given as the last argument, else $OUT, else ./gpu-check-results; the table is printed last.
 #
 #   scripts/gpu-check.sh [--cpu] [OUT_DIR]
 #
@@ -17,7 +17,7 @@
 #
 # Without --cpu, on a machine with no NVIDIA GPU it says so in one line and exits 2, before installing anything.
 #
-# On the lent GPU machine (the device tool's `run`; README "GPU check"), after `make gpu-bundle` here:
+# On the lent GPU machine (the device tool's `run`; docs/deploy/gpu.md, "GPU check"), after `make gpu-bundle` here:
 #   command:   set -o pipefail; scripts/gpu-check.sh "$OUT" 2>&1 | tee $OUT/console.log; s=$?; python3 -m benchmarks.gpu_launch 2>&1 | tee $OUT/launch.md; exit $s
 #   carry:     [".gpu-bundle"]
 #   timeout_s: 420

@@ -4,7 +4,7 @@
     python deploy/grafana/build_dashboards.py --check   # exit 1 if a committed file differs
 
 Edit the panels here, not the JSON. Every expression may use only the metrics that sie-server
-and the gateway export (README "Metrics"); tests/deploy checks that, and that the JSON files are
+and the gateway export (docs/operate/metrics.md); tests/deploy checks that, and that the JSON files are
 this script's output. Standard library only.
 """
 

@@ -1,4 +1,4 @@
-"""The catalog as a Markdown table (the README's model table is generated from the YAML files with it)."""
+"""The catalog as a Markdown table (the table in docs/catalog.md is generated from the YAML files with it)."""
 
 from __future__ import annotations
 

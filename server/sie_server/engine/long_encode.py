@@ -7,32 +7,23 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.encoder import LongTextEncoder, TextEncoder
-from sie_server.adapters.runtime.options import BatchOptions, EncodeOptions
+from sie_server.adapters.runtime.options import EncodeOptions
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
+from sie_server.engine.extract.queue import Tokenizing, run, tokenize
 from sie_server.engine.long_inputs import mean, token_ranges, windows
 from sie_server.engine.outcomes import TextInput, Timing
 from sie_server.errors import InvalidInput
 
 
-class Engine(Protocol):
-    """What long inputs need of the inference service (``engine/service.py``): its tokenizer thread and queue."""
-
-    async def _tokenize(self, timing: Timing, fn: Any, inputs: list[str], *, split: bool = True) -> list[Tokens]: ...
-
-    async def _run(
-        self, model: ModelConfig, tokens: list[Tokens], options: BatchOptions, call: CallOptions, timing: Timing
-    ) -> list[Any]: ...
-
-
 class LongInputs:
     def __init__(
         self,
-        engine: Engine,
+        engine: Tokenizing,
         model: ModelConfig,
         adapter: TextEncoder,
         options: EncodeOptions,
@@ -123,9 +114,7 @@ class LongInputs:
         return replace(tokens, data=token_ranges(tokens, spans, f"items[{k}]"))
 
     async def _tokenize(self, fn: Any, texts: list[str]) -> list[Tokens]:
-        return await self.engine._tokenize(self.timing, fn, texts)
+        return await tokenize(self.engine, self.timing, fn, texts, split=True)
 
     async def _run(self, tokens: list[Tokens], options: EncodeOptions) -> list[Any]:
-        if not tokens:
-            return []
-        return await self.engine._run(self.model, tokens, options, self.call, self.timing)
+        return await run(self.engine, self.model, tokens, options, self.call, self.timing)

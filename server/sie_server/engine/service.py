@@ -1,22 +1,20 @@
-"""Encode, score and extract (what ``engine/frontdoor.py`` asks for), expressed as work items on the shared queue."""
+"""Encode and score (what ``engine/frontdoor.py`` asks for), expressed as work items on the shared queue; extract's
+kinds are ``engine/extract/``, on the same queue (``engine/extract/queue.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-from sie_server.adapters.extractors.gliner2 import Gliner2Adapter
 from sie_server.adapters.runtime.base import ModelAdapter, Tokens
-from sie_server.adapters.runtime.encoder import ImageEncoder, PairScorer, SpanExtractor, TextEncoder
+from sie_server.adapters.runtime.encoder import ImageEncoder, PairScorer, TextEncoder
 from sie_server.adapters.runtime.images import PlacedImage
 from sie_server.adapters.runtime.options import (
     BatchOptions,
     EncodeOptions,
-    ExtractOptions,
     OutputType,
     ScoreOptions,
     canonical_outputs,
@@ -24,18 +22,19 @@ from sie_server.adapters.runtime.options import (
 from sie_server.catalog.loader import Catalog
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
-from sie_server.contract.requests import ExtractSchema
 from sie_server.engine.cache_scope import Counted, ItemCache, pair_bytes, text_bytes
 from sie_server.engine.coalescing import Resolved
+from sie_server.engine.extract import queue
+from sie_server.engine.extract.queue import CallerGone
 from sie_server.engine.long_encode import LongInputs
 from sie_server.engine.long_inputs import cut
 from sie_server.engine.lora_tasks import lora_task, task_instruction
-from sie_server.engine.outcomes import EncodeOutcome, ExtractOutcome, ScoreOutcome, TextInput, Timing
+from sie_server.engine.outcomes import EncodeOutcome, ScoreOutcome, TextInput, Timing
 from sie_server.engine.outputs import requested
-from sie_server.engine.scheduler import Scheduler, WorkItem
+from sie_server.engine.scheduler import Scheduler
 from sie_server.engine.similarity import similarity
 from sie_server.engine.tokenizing import TokenizerThread
-from sie_server.errors import ErrorCode, InvalidInput, SIEError
+from sie_server.errors import InvalidInput
 from sie_server.memory.pool import ModelPool
 
 In = TypeVar("In")
@@ -45,7 +44,6 @@ __all__ = [  # the outcomes (engine/outcomes.py) are read through this module to
     "CallOptions",
     "CallerGone",
     "EncodeOutcome",
-    "ExtractOutcome",
     "InferenceService",
     "ScoreOutcome",
     "TextInput",
@@ -57,15 +55,6 @@ __all__ = [  # the outcomes (engine/outcomes.py) are read through this module to
 def unsupported(model: ModelConfig, task: str) -> InvalidInput:
     """A task the loaded model's family does not do (the catalog declared it, the adapter disagrees)."""
     return InvalidInput(f"model {model.id} does not support {task} (its adapter is {model.adapter})")
-
-
-class CallerGone(SIEError):
-    """The client disconnected before its answer was ready (nobody reads this error)."""
-
-    code = ErrorCode.INVALID_INPUT
-
-    def __init__(self) -> None:
-        super().__init__("client disconnected", status=499)
 
 
 class InferenceService:
@@ -198,82 +187,6 @@ class InferenceService:
             timing=timing,
         )
 
-    async def extract(
-        self,
-        model: ModelConfig,
-        items: list[TextInput],
-        *,
-        labels: list[str] | None,
-        threshold: float | None,
-        call: CallOptions,
-        schema: ExtractSchema | None = None,
-    ) -> ExtractOutcome:
-        task = model.tasks.extract
-        if task is None:
-            raise InvalidInput(f"model {model.id} does not support extract (its tasks: {model.tasks.names()})")
-        if schema is not None:
-            return await self._extract_schema(model, items, schema, labels, threshold, call)
-        if labels is None:
-            raise InvalidInput('params.labels is required: the entity types to find, e.g. ["company", "amount"]')
-        if not labels:
-            raise InvalidInput('params.labels must name at least one entity type, e.g. ["company", "amount"]')
-        if len(labels) > task.max_labels:
-            raise InvalidInput(f"{len(labels)} labels; model {model.id} takes at most {task.max_labels} per request")
-        if any(not label.strip() for label in labels):
-            raise InvalidInput("every label must be a non-empty string")
-        for i, item in enumerate(items):
-            if not item.text.strip():
-                raise InvalidInput(f"items[{i}] has no characters to extract from")
-        timing = Timing()
-        adapter = await self._adapter(model, call)
-        if not isinstance(adapter, SpanExtractor):
-            raise unsupported(model, "extract")
-        # one call: each window names its item by position in the list the adapter was given
-        windows = await self._tokenize(timing, adapter.windows, [i.text for i in items], split=False)
-        options = ExtractOptions(labels=tuple(labels), threshold=task.threshold if threshold is None else threshold)
-        found = await self._run(model, windows, options, call, timing)
-        entities = adapter.merge(len(items), windows, found)
-        return ExtractOutcome(model.id, [i.id for i in items], entities, timing)
-
-    async def _extract_schema(
-        self,
-        model: ModelConfig,
-        items: list[TextInput],
-        schema: ExtractSchema,
-        labels: list[str] | None,
-        threshold: float | None,
-        call: CallOptions,
-    ) -> ExtractOutcome:
-        """GLiNER2 schema extraction: one pass per window answers the whole schema."""
-        task = model.tasks.extract
-        assert task is not None
-        if model.adapter != "gliner2":
-            raise InvalidInput(f"params.schema is for GLiNER2 models; model {model.id} is {model.adapter}")
-        if labels is not None:
-            raise InvalidInput("give params.labels or params.schema (its entities), not both")
-        for part, count in schema.names().items():
-            if count > task.max_labels:
-                raise InvalidInput(
-                    f"params.schema.{part}: {count} names; model {model.id} takes at most {task.max_labels}"
-                )
-        for i, item in enumerate(items):
-            if not item.text.strip():
-                raise InvalidInput(f"items[{i}] has no characters to extract from")
-        timing = Timing()
-        adapter = await self._adapter(model, call)
-        if not isinstance(adapter, Gliner2Adapter):
-            raise unsupported(model, "extract with params.schema")
-        windows = await self._tokenize(timing, adapter.windows, [i.text for i in items], split=False)
-        wire = schema.model_dump_json(exclude_none=True)
-        names = tuple(schema.entities or ())
-        limit = task.threshold if threshold is None else threshold
-        found = await self._run(
-            model, windows, ExtractOptions(labels=names, threshold=limit, schema=wire), call, timing
-        )
-        entities = adapter.merge(len(items), windows, found)
-        results = adapter.merge_schema(len(items), windows, found, wire)
-        return ExtractOutcome(model.id, [i.id for i in items], entities, timing, results)
-
     async def _encode_inputs(
         self,
         model: ModelConfig,
@@ -338,60 +251,9 @@ class InferenceService:
         positions: list[int],
     ) -> list[tuple[Any, Counted]]:
         """The inputs at ``positions`` tokenized and run: each one's result and token count."""
-        tokens = await self._tokenize(timing, tokenize, [inputs[k] for k in positions], split=split)
-        results = await self._run(model, tokens, options, call, timing)
+        tokens = await queue.tokenize(self, timing, tokenize, [inputs[k] for k in positions], split=split)
+        results = await queue.run(self, model, tokens, options, call, timing)
         return [(r, Counted(t.length, t.truncated)) for r, t in zip(results, tokens, strict=True)]
 
     async def _adapter(self, model: ModelConfig, call: CallOptions) -> ModelAdapter:
         return await self.pool.acquire(model, wait=call.wait_for_load, timeout_s=self.load_timeout_s)
-
-    @staticmethod
-    async def _await(items: list[WorkItem], call: CallOptions) -> list[Any]:
-        """The items' results in order; CallerGone (and the items dropped) if the caller leaves first."""
-        single = len(items) == 1  # the common case under many clients: no gather around one future
-        answer: asyncio.Future[Any] = items[0].future if single else asyncio.gather(*(i.future for i in items))
-        if call.disconnected is None:
-            result = await answer
-            return [result] if single else list(result)
-        watcher: asyncio.Future[Any] = asyncio.ensure_future(call.disconnected())
-        watcher.add_done_callback(lambda w: w.cancelled() or answer.cancel())  # gone: drop the queued items
-        try:
-            result = await answer
-        except asyncio.CancelledError:
-            if watcher.done() and not watcher.cancelled():
-                raise CallerGone() from None
-            raise
-        finally:
-            watcher.cancel()
-        return [result] if single else list(result)
-
-    async def _tokenize(
-        self, timing: Timing, fn: Callable[[list[In]], list[Tokens]], inputs: list[In], *, split: bool = True
-    ) -> list[Tokens]:
-        """``fn(inputs)`` on the tokenizer thread (off the event loop); see ``TokenizerThread.run``."""
-        started = time.perf_counter()
-        tokens = await self.tokenizer.run(fn, inputs, split=split)
-        timing.tokenization_ms += (time.perf_counter() - started) * 1000
-        return tokens
-
-    async def _run(
-        self,
-        model: ModelConfig,
-        tokens: list[Tokens],
-        options: BatchOptions,
-        call: CallOptions,
-        timing: Timing,
-    ) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        items = [WorkItem(model, t, options, loop.create_future(), priority=call.priority) for t in tokens]
-        self.scheduler.submit(items)
-        try:
-            results = await self._await(items, call)
-        except BaseException:
-            for item in items:
-                item.future.cancel()
-            raise
-        first_start = min(i.started_at for i in items)
-        timing.queue_ms += (first_start - min(i.enqueued_at for i in items)) * 1000
-        timing.inference_ms += (max(i.finished_at for i in items) - first_start) * 1000
-        return list(results)

@@ -5,7 +5,7 @@ hand-set split: it is the model's charge in this server's memory budget (weights
 KV reserve for its ``max_batch_tokens``) over the device's total memory, so SGLang and the
 encoders the pool holds beside it fit one device together.
 
-Untested in this repository's CI (no GPU there); see the README for the status.
+Untested in this repository's CI (no GPU there); see docs/deploy/gpu.md for the status.
 """
 
 from __future__ import annotations

@@ -4,14 +4,12 @@ The items' texts become rows (``TextClassifier.rows``: one per (text, label) pai
 text otherwise) queued together on the shared scheduler, so a request's rows are batched with each
 other and with other callers' rows for the same model and options. An empty text is that item's
 ``error`` (invalid_input) and its neighbours are answered; so is an item whose rows failed or ran
-past ``X-SIE-Timeout-Ms`` (``run_each``).
+past ``X-SIE-Timeout-Ms`` (``queue.run``).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Protocol
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.classify import Classified, TextClassifier
@@ -21,17 +19,9 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import ExtractRequest
 from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem
-from sie_server.engine.extract.queue import Queue, adapter_of, run_each
+from sie_server.engine.extract.queue import Tokenizing, adapter_of, run, tokenize
 from sie_server.engine.outcomes import Timing
-from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import InvalidInput, SIEError
-
-
-class ClassifyQueue(Queue, Protocol):
-    """What classification needs of the service: its pool, scheduler and tokenizer thread."""
-
-    tokenizer: TokenizerThread
-
 
 Labelled = Classified | SIEError
 
@@ -48,7 +38,7 @@ def options_of(request: ExtractRequest) -> ClassifyOptions:
 
 
 async def classify_texts(
-    service: ClassifyQueue,
+    service: Tokenizing,
     model: ModelConfig,
     texts: list[str],
     options: ClassifyOptions,
@@ -66,10 +56,8 @@ async def classify_texts(
             good.append(k)
         else:
             outcomes[k] = InvalidInput(f"items[{k}].text is empty: there is nothing to classify")
-    started = time.perf_counter()
-    rows = await service.tokenizer.run(lambda ts: adapter.rows(ts, options), [texts[k] for k in good], split=False)
-    timing.tokenization_ms += (time.perf_counter() - started) * 1000
-    results = await run_each(service, model, rows, options, call, timing)
+    rows = await tokenize(service, timing, lambda ts: adapter.rows(ts, options), [texts[k] for k in good], split=False)
+    results = await run(service, model, rows, options, call, timing, each=True)
     per_text: dict[int, list[tuple[Tokens, object]]] = {k: [] for k in range(len(good))}
     tokens = [0] * len(texts)
     for row, result in zip(rows, results, strict=True):

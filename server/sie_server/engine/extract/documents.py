@@ -21,7 +21,7 @@ from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ExtractParams, ExtractRequest
 from sie_server.engine.extract.pictures import DocumentPages, MediaItem, media_item, read_pages, scaled
 from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem
-from sie_server.engine.extract.queue import Queue, decode_all, run_each
+from sie_server.engine.extract.queue import Queue, decode_all, run
 from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, ModelNotFound, SIEError
 
@@ -40,7 +40,7 @@ async def extract_documents(
     screened = await decode_all(timing, (_screen(item, f"items[{k}]", limits) for k, item in enumerate(items)))
     documents = [(k, d) for k, d in enumerate(screened) if isinstance(d, Document)]
     options = DocumentOptions(max_pages=limits.max_document_pages)
-    parsed = await run_each(service, model, [document_tokens(d) for _, d in documents], options, call, timing)
+    parsed = await run(service, model, [document_tokens(d) for _, d in documents], options, call, timing, each=True)
     outcomes: list[Outcome] = [d if isinstance(d, SIEError) else Found() for d in screened]
     scans: list[tuple[int, Document, ParsedDocument]] = []
     for (k, document), answer in zip(documents, parsed, strict=True):

@@ -21,7 +21,7 @@ from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ExtractRequest, ItemIn
 from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem, media_options
-from sie_server.engine.extract.queue import Queue, adapter_of, decode_all, run_each
+from sie_server.engine.extract.queue import Queue, adapter_of, decode_all, run
 from sie_server.engine.media_inputs import open_picture
 from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, SIEError
@@ -108,7 +108,7 @@ async def read_pages(
         except SIEError as exc:
             return exc
         pictures = [Picture(image, page) for image, page in zip(images, group, strict=True)]
-        answers = await run_each(service, model, [picture_tokens(p) for p in pictures], options, call, timing)
+        answers = await run(service, model, [picture_tokens(p) for p in pictures], options, call, timing, each=True)
         for picture, answer in zip(pictures, answers, strict=True):
             if isinstance(answer, SIEError):
                 return answer
@@ -163,7 +163,7 @@ async def extract_pictures(
     images = [(k, picture) for k, p in enumerate(prepared) if isinstance(p, list) for picture in p]
     documents = [(k, p) for k, p in enumerate(prepared) if isinstance(p, DocumentPages)]
     answers, pages = await asyncio.gather(
-        run_each(service, model, [picture_tokens(p) for _, p in images], options, call, timing),
+        run(service, model, [picture_tokens(p) for _, p in images], options, call, timing, each=True),
         asyncio.gather(*(read_pages(service, model, d, options, call, limits, timing) for _, d in documents)),
     )
     outcomes: list[Outcome] = [p if isinstance(p, SIEError) else Found() for p in prepared]

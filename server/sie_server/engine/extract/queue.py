@@ -1,15 +1,14 @@
-"""Queue work for extract: each input a work item on the shared scheduler, one result or error per input.
-
-Every handler's items are batched with every other caller's for the same model and options. An input
-that failed, or was not done shortly before ``X-SIE-Timeout-Ms``, gets its own error and its neighbours
-are answered; an internal failure fails the request.
+"""Queue work on the shared scheduler: each input a work item, batched with every other caller's for the same
+model and options. ``run`` answers every input or fails the call (encode, score, entities); ``run(each=True)``
+(the other extract kinds) answers each input alone: an input that failed, or was not done shortly before
+``X-SIE-Timeout-Ms``, gets its own error and its neighbours are answered; an internal failure fails the request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from sie_server.adapters.runtime.base import Tokens
@@ -18,21 +17,38 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.engine.outcomes import Timing
 from sie_server.engine.scheduler import Scheduler, WorkItem
-from sie_server.errors import DeadlineExceeded, InvalidInput, SIEError
+from sie_server.engine.tokenizing import TokenizerThread
+from sie_server.errors import DeadlineExceeded, ErrorCode, InvalidInput, SIEError
 from sie_server.memory.pool import ModelPool
 
 DEADLINE_MARGIN_S = 0.25  # answer what is done this long before X-SIE-Timeout-Ms runs out
 LATE = "not done within X-SIE-Timeout-Ms; this item's work was dropped and the rest answered"
 A = TypeVar("A")
+In = TypeVar("In")
 T = TypeVar("T")
 
 
+class CallerGone(SIEError):
+    """The client disconnected before its answer was ready (nobody reads this error)."""
+
+    code = ErrorCode.INVALID_INPUT
+
+    def __init__(self) -> None:
+        super().__init__("client disconnected", status=499)
+
+
 class Queue(Protocol):
-    """What queueing extract work needs of the service: its pool and scheduler."""
+    """What queueing work needs of the service: its pool and scheduler."""
 
     pool: ModelPool
     scheduler: Scheduler
     load_timeout_s: float
+
+
+class Tokenizing(Queue, Protocol):
+    """A service that also tokenizes off the event loop: its tokenizer thread."""
+
+    tokenizer: TokenizerThread
 
 
 async def adapter_of(
@@ -46,6 +62,17 @@ async def adapter_of(
     return adapter
 
 
+async def tokenize(
+    service: Tokenizing, timing: Timing, fn: Callable[[list[In]], list[Tokens]], inputs: list[In], *, split: bool
+) -> list[Tokens]:
+    """``fn(inputs)`` on the tokenizer thread (off the event loop), the time counted as tokenization; see
+    ``TokenizerThread.run``."""
+    started = time.perf_counter()
+    tokens = await service.tokenizer.run(fn, inputs, split=split)
+    timing.tokenization_ms += (time.perf_counter() - started) * 1000
+    return tokens
+
+
 async def decode_all(timing: Timing, jobs: Iterable[Awaitable[T]]) -> list[T]:
     """Every item's inputs decoded at once (off the event loop), the time counted as tokenization."""
     started = time.perf_counter()
@@ -54,26 +81,63 @@ async def decode_all(timing: Timing, jobs: Iterable[Awaitable[T]]) -> list[T]:
     return list(done)
 
 
-async def run_each(
+async def run(
     service: Queue,
     model: ModelConfig,
     tokens: list[Tokens],
     options: BatchOptions,
     call: CallOptions,
     timing: Timing,
+    *,
+    each: bool = False,
 ) -> list[Any]:
-    """Queue each input and await them all: a result, or the SIEError its input got, per input in order."""
+    """Queue each input and await them all: the results in input order.
+
+    By default the first failure fails the call, and a caller that leaves first gets CallerGone (its queued
+    items dropped). With ``each``, every input is answered alone: its result or the SIEError it got, and an
+    input not done shortly before the caller's deadline gets DeadlineExceeded (all of them late: the call
+    fails); an internal failure still fails the call."""
     if not tokens:
         return []
+    items = _submit(service, model, tokens, options, call)
+    if each:
+        await _held(items, _settled([i.future for i in items], call))
+        results = _each(items)
+    else:
+        results = await _held(items, _every(items, call))
+    _count(timing, items)
+    return results
+
+
+def _submit(
+    service: Queue, model: ModelConfig, tokens: list[Tokens], options: BatchOptions, call: CallOptions
+) -> list[WorkItem]:
     loop = asyncio.get_running_loop()
     items = [WorkItem(model, t, options, loop.create_future(), priority=call.priority) for t in tokens]
     service.scheduler.submit(items)
+    return items
+
+
+async def _held(items: list[WorkItem], waiting: Awaitable[T]) -> T:
+    """``waiting`` awaited; if it fails (or is cancelled), every item's work is dropped."""
     try:
-        await _settled([i.future for i in items], call)
+        return await waiting
     except BaseException:
         for item in items:
             item.future.cancel()
         raise
+
+
+def _count(timing: Timing, items: list[WorkItem]) -> None:
+    """The items' wait in the queue and their run time, from the first start to the last finish."""
+    started = [i.started_at for i in items if i.started_at]
+    if started:
+        timing.queue_ms += (min(started) - min(i.enqueued_at for i in items)) * 1000
+        timing.inference_ms += (max(i.finished_at for i in items) - min(started)) * 1000
+
+
+def _each(items: list[WorkItem]) -> list[Any]:
+    """Each item's result or its own SIEError, a late one's work dropped; raises what fails the call."""
     results: list[Any] = []
     for item in items:
         if not item.future.done():  # past the caller's deadline: dropped (if queued), failed alone
@@ -86,11 +150,27 @@ async def run_each(
         results.append(result)
     if all(isinstance(r, DeadlineExceeded) for r in results):
         raise DeadlineExceeded(LATE)
-    started = [i.started_at for i in items if i.started_at]
-    if started:
-        timing.queue_ms += (min(started) - min(i.enqueued_at for i in items)) * 1000
-        timing.inference_ms += (max(i.finished_at for i in items) - min(started)) * 1000
-    return list(results)
+    return results
+
+
+async def _every(items: list[WorkItem], call: CallOptions) -> list[Any]:
+    """The items' results in order; CallerGone (and the items dropped) if the caller leaves first."""
+    single = len(items) == 1  # the common case under many clients: no gather around one future
+    answer: asyncio.Future[Any] = items[0].future if single else asyncio.gather(*(i.future for i in items))
+    if call.disconnected is None:
+        result = await answer
+        return [result] if single else list(result)
+    watcher: asyncio.Future[Any] = asyncio.ensure_future(call.disconnected())
+    watcher.add_done_callback(lambda w: w.cancelled() or answer.cancel())  # gone: drop the queued items
+    try:
+        result = await answer
+    except asyncio.CancelledError:
+        if watcher.done() and not watcher.cancelled():
+            raise CallerGone() from None
+        raise
+    finally:
+        watcher.cancel()
+    return [result] if single else list(result)
 
 
 async def _settled(futures: list[asyncio.Future[Any]], call: CallOptions) -> None:

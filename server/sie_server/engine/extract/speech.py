@@ -19,7 +19,7 @@ from sie_server.contract.limits import Limits
 from sie_server.contract.requests import ExtractRequest, ItemIn
 from sie_server.engine.audio_inputs import read_audio
 from sie_server.engine.extract.protocol import ExtractEngine, Outcome, PerItem, media_options
-from sie_server.engine.extract.queue import Queue, adapter_of, decode_all, run_each
+from sie_server.engine.extract.queue import Queue, adapter_of, decode_all, run
 from sie_server.engine.outcomes import Timing
 from sie_server.errors import InvalidInput, SIEError
 
@@ -48,7 +48,7 @@ async def extract_speech(
     adapter.check(options)
     prepared = await decode_all(timing, (_prepare(item, f"items[{k}]", limits) for k, item in enumerate(items)))
     clips = [(k, c) for k, c in enumerate(prepared) if isinstance(c, Clip)]
-    answers = await run_each(service, model, [clip_tokens(c) for _, c in clips], options, call, timing)
+    answers = await run(service, model, [clip_tokens(c) for _, c in clips], options, call, timing, each=True)
     outcomes: list[Outcome] = [p if isinstance(p, SIEError) else InvalidInput("not transcribed") for p in prepared]
     for (k, _), answer in zip(clips, answers, strict=True):
         outcomes[k] = answer
