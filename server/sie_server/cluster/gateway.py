@@ -35,6 +35,7 @@ from typing import Any
 from sie_server.cluster import nats_connection, pool_gauges, streams
 from sie_server.cluster.gateway_metrics import GatewayMetrics
 from sie_server.cluster.gateway_settings import GatewaySettings as GatewaySettings  # re-exported
+from sie_server.cluster.gateway_workers import WorkerSeen
 from sie_server.cluster.streams import Reply
 from sie_server.contract import headers as h
 from sie_server.contract.headers import PRIORITIES
@@ -73,16 +74,6 @@ class Call:
     gone_since: float | None = None  # in doubt, and its work message was seen taken at this time
     sent_at: float = field(default_factory=time.monotonic)
     timed: bool = False  # its first answer's wait is in sie_gateway_work_seconds
-
-
-@dataclass
-class WorkerSeen:
-    pool: str
-    seen: float
-    models: dict[str, dict[str, Any]]  # model id -> its /v1/models entry on that worker
-    inflight: int
-    stopping: bool = False  # draining: takes no new work of its own
-    batch_inflight: int = 0  # its --batch-inflight: batch lines it runs at once at most
 
 
 class Gateway:
@@ -155,10 +146,7 @@ class Gateway:
 
     async def _on_heartbeat(self, msg: Any) -> None:
         beat = json.loads(msg.data)
-        models = beat.get("models", {})
-        self.workers[beat["worker"]] = WorkerSeen(beat["pool"], time.monotonic(), models, int(beat.get("inflight", 0)),
-                                                  bool(beat.get("stopping", False)),
-                                                  int(beat.get("batch_inflight", 0)))  # fmt: skip
+        self.workers[beat["worker"]] = WorkerSeen.from_beat(beat)
 
     def batch_inflight(self) -> int:
         """Batch lines the live workers run at once at most (their --batch-inflight summed)."""
@@ -179,7 +167,7 @@ class Gateway:
             if seen.pool != pool or not self.live(worker):
                 continue
             loaded = seen.models.get(model_id, {}).get("state") == "loaded"
-            if loaded and seen.inflight < BUSY_INFLIGHT and not seen.stopping:
+            if loaded and seen.inflight < BUSY_INFLIGHT and seen.serves(model_id):  # not one wedged on it
                 holders.append((seen.inflight, worker))
             else:
                 others += 1

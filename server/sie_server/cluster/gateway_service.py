@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from sie_server.catalog.info import catalog_info
 from sie_server.catalog.schema import ModelConfig
 from sie_server.cluster.gateway import Call, Gateway
+from sie_server.cluster.gateway_readiness import gateway_readiness
 from sie_server.cluster.gateway_status import gateway_status
 from sie_server.cluster.gateway_waits import Waits
 from sie_server.cluster.streams import Reply
@@ -319,10 +320,7 @@ class GatewayService:
         raise InvalidInput("a gateway holds no models; ask a worker's /v1/memory", status=404)
 
     def readiness(self) -> Readiness:
-        if self.draining:
-            return Readiness(status="draining")
-        nc = self.gateway.nc
-        return Readiness(status="ready" if nc is not None and nc.is_connected else "starting")
+        return gateway_readiness(self.gateway, draining=self.draining)  # cluster/gateway_readiness.py says what
 
     def metrics_text(self) -> bytes:
         return generate_latest(self.gateway.metrics.registry)

@@ -24,6 +24,11 @@ answered from memory, not run again, and a gateway may ask the pool for such an 
 A streamed answer's cancel names the attempt to stop (empty: every attempt of the call).
 
 Beside its live work the worker takes the cluster's Batch API lines (cluster/batch_worker.py).
+
+Its ``/readyz`` judges its models as a server's does (``engine/model_health.py``: a pinned or preloaded
+model whose load failed, a stalled batch: 503 ``"failing"`` naming the model), and is 503
+``"disconnected"`` while it has no NATS. Its heartbeat carries the models that ``/readyz`` names, so a
+gateway counts it as not serving them (``cluster/gateway_readiness.py``).
 """
 
 from __future__ import annotations
@@ -334,7 +339,9 @@ class QueueWorker:
         state = self.app.state.sie
         models = {s.config.id: state.model_info(s.config).model_dump() for s in state.pool.slots()
                   if s.state is not ModelState.AVAILABLE}  # fmt: skip
+        problems = self._problems()
         summary = {model_id: str(info["state"]) for model_id, info in models.items()}
+        summary.update({f"{model_id} problem": str(p["problem"]) for model_id, p in problems.items()})
         if only_if_changed and summary == self._last_beat:
             return
         self._last_beat = summary
@@ -346,9 +353,19 @@ class QueueWorker:
             "inflight": self.inflight,
             "stopping": stopping,
             "batch_inflight": state.settings.batch_inflight,
+            "problems": problems,
         }
         with contextlib.suppress(Exception):
             await self.nc.publish(streams.HEARTBEAT_SUBJECT.format(pool=self.pool), json.dumps(beat).encode())
+
+    def _problems(self) -> dict[str, dict[str, Any]]:
+        """The models this worker's own ``/readyz`` names, and why (``engine/model_health.py``): a gateway counts
+        the worker as not serving them (``cluster/gateway_readiness.py``)."""
+        ready = self.app.state.sie.readiness()
+        judge = getattr(self.app.state, "judge_readiness", None)
+        if judge is not None:
+            ready = judge(ready)
+        return {model_id: problem.model_dump() for model_id, problem in (ready.models or {}).items()}
 
     async def _on_control(self, msg: Any) -> None:
         """``{"reload" | "load" | "evict": id}`` from a gateway: this worker's own POST

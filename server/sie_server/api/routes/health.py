@@ -4,7 +4,8 @@ and ``/metrics`` (Prometheus).
 A server's ``/readyz`` also judges its models (``app.state.judge_readiness``, set by the composition
 root; ``engine/model_health.py`` says what makes a pod unready and why): a required model whose load
 failed, or a batch stalled past ``--stall-after-s``, makes it 503 ``"failing"``, and every model that
-cannot serve is named in ``models`` with its reason. ``/healthz`` never looks at a model.
+cannot serve is named in ``models`` with its reason. A gateway's (``cluster/gateway_readiness.py``) is 503
+while it has no NATS and names the models no live worker serves. ``/healthz`` never looks at a model.
 """
 
 from __future__ import annotations
@@ -47,12 +48,18 @@ async def metrics(request: Request) -> Response:
         200: {"model": Readiness, "description": "serving"},
         503: {
             "model": Readiness,
-            "description": "starting (preload under way), draining, disconnected (a queue worker without NATS), "
-            "or failing (a pinned or preloaded model failed to load, or a batch stalled; `models` says which)",
+            "description": "starting (preload under way), draining, disconnected (a queue worker or a gateway "
+            "without NATS), or failing (a server or worker whose pinned or preloaded model failed to load, or "
+            "whose batch stalled; `models` says which)",
         },
     },
 )
 async def readyz(request: Request) -> Response:
+    """Whether this process serves (Kubernetes' readiness probe; `/healthz` is the liveness probe and never looks
+    at a model). A server or queue worker names in `models` each model that cannot serve now (`load_failed`,
+    `stalled`, `stopped`) and is 503 `failing` when one is required (pinned or preloaded) or a batch is stalled.
+    A gateway is 503 only while it has no NATS connection or drains; its `models` names each model that no
+    live worker of its pool serves (every one names it in its own `/readyz`), while it stays 200."""
     ready = _readiness(request)
     return json_response(ready, 200 if ready.status == "ready" else 503)
 
