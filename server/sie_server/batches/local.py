@@ -177,8 +177,7 @@ class LocalBatches:
         if batch.status not in LIVE_STATUSES or batch.status is BatchStatus.FINALIZING:
             raise InvalidInput(f"batch {batch_id} is {batch.status.value}; it cannot be cancelled", status=409)
         updated = self.store.update_batch(batch_id, status=BatchStatus.CANCELLING.value, cancelling_at=now())
-        if batch_id not in self.runner.tasks:  # nothing running it (it never started): end it now
-            self.runner.submit(batch_id)
+        self.runner.cancel(batch_id)
         return updated
 
 

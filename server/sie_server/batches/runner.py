@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sie_server.batches.line_writer import LineWriter
 from sie_server.batches.lines import InputLine, LineResult, internal_error, parse_line, problem_result, run_line
 from sie_server.batches.sqlite_store import SqliteStore, now
 from sie_server.contract.batch_wire import BatchStatus, FileObject
@@ -37,6 +38,7 @@ class BatchRunner:
         token: Callable[[], str | None] = lambda: None,
     ):
         self.store = store
+        self.writer = LineWriter(store)
         self.app = app  # the server's ASGI app (outermost, with its middleware)
         self.slots = asyncio.Semaphore(inflight)
         self.inflight_limit = inflight
@@ -44,6 +46,7 @@ class BatchRunner:
         self.metrics = metrics
         self.token = token
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.cancelling: set[str] = set()
         self.running_lines = 0
         self.peak_lines = 0
         self.finished: collections.deque[float] = collections.deque()  # when lines finished (for lines/s)
@@ -67,6 +70,7 @@ class BatchRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.to_thread(self.writer.close)
 
     def submit(self, batch_id: str) -> None:
         task = asyncio.get_running_loop().create_task(self._run(batch_id), name=f"batch {batch_id}")
@@ -84,8 +88,15 @@ class BatchRunner:
         if self.metrics is not None:
             self.metrics.batches_in_progress.set(len(self.tasks))
 
+    def cancel(self, batch_id: str) -> None:
+        """Take no more lines of a batch (its status is ``cancelling`` on disk already)."""
+        self.cancelling.add(batch_id)
+        if batch_id not in self.tasks:  # nothing running it (it never started): end it now
+            self.submit(batch_id)
+
     def _stopping(self, batch_id: str, expires_at: int | None) -> bool:
-        return self.store.status(batch_id) is BatchStatus.CANCELLING or (expires_at is not None and now() >= expires_at)
+        """Asked before each line, so it reads no disk: a cancel is known here, an expiry by the clock."""
+        return batch_id in self.cancelling or (expires_at is not None and now() >= expires_at)
 
     async def _run(self, batch_id: str) -> None:
         try:
@@ -98,6 +109,7 @@ class BatchRunner:
             self.store.update_batch(batch_id, status=BatchStatus.FAILED.value, failed_at=now())
         finally:
             self.tasks.pop(batch_id, None)
+            self.cancelling.discard(batch_id)
             self._gauge()
 
     async def _lines(self, batch_id: str) -> None:
@@ -125,7 +137,7 @@ class BatchRunner:
                     running.add(task)
                     task.add_done_callback(running.discard)
                 else:
-                    self._record(batch_id, batch.endpoint, problem_result(batch_id, parsed))
+                    await self._record(batch_id, batch.endpoint, problem_result(batch_id, parsed))
                 if index % 64 == 0:
                     await asyncio.sleep(0)  # a long run of refused lines leaves the loop to others
             if running:
@@ -144,13 +156,13 @@ class BatchRunner:
             except Exception:
                 log.exception("batch %s line %d failed outside its route", batch_id, line.index)
                 result = internal_error(batch_id, line)
-            self._record(batch_id, endpoint, result)
+            await self._record(batch_id, endpoint, result)
         finally:
             self.running_lines -= 1
             self.slots.release()
 
-    def _record(self, batch_id: str, endpoint: str, result: LineResult) -> None:
-        if not self.store.record_line(batch_id, result.index, result.ok, result.record):
+    async def _record(self, batch_id: str, endpoint: str, result: LineResult) -> None:
+        if not await self.writer.record((batch_id, result.index, result.ok, result.record)):
             return
         self.finished.append(time.monotonic())
         if result.ok:

