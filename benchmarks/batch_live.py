@@ -69,8 +69,14 @@ def wait_batch(client: openai.OpenAI, batch_id: str, until: float = 1.0, poll_s:
         time.sleep(poll_s)
 
 
-def live(url: str, count: int | None, stop: threading.Event | None = None, seed: int = 0) -> list[float]:
-    """Sequential one-text encodes, each text new (no cache answers it), ``pause_s`` apart."""
+PARTS = ("queue_ms", "tokenization_ms", "inference_ms", "total_ms")
+
+
+def live(
+    url: str, count: int | None, stop: threading.Event | None = None, seed: int = 0, parts: list[dict] | None = None
+) -> list[float]:
+    """Sequential one-text encodes, each text new (no cache answers it), ``pause_s`` apart; ``parts`` gets each
+    answer's server-side timing (where a live call's time went)."""
     rng = random.Random(seed)
     samples: list[float] = []
     with httpx.Client(base_url=url, timeout=120) as client:
@@ -78,8 +84,12 @@ def live(url: str, count: int | None, stop: threading.Event | None = None, seed:
             words = " ".join(rng.choices(WORDS, k=12))
             body = {"items": [{"text": f"{QUERY} {len(samples)} {words}"}]}
             t0 = time.perf_counter()
-            assert client.post(f"/v1/encode/{MINILM}", json=body).status_code == 200
+            answer = client.post(f"/v1/encode/{MINILM}", json=body)
             samples.append(time.perf_counter() - t0)
+            assert answer.status_code == 200
+            if parts is not None:
+                timing = answer.json().get("timing", {})
+                parts.append({k: float(timing.get(k, 0.0)) for k in PARTS} | {"client_ms": samples[-1] * 1000})
             time.sleep(LIVE_PAUSE_S)
     return samples
 
@@ -90,18 +100,26 @@ def pct(samples: list[float], q: float) -> float:
 
 def share(args: argparse.Namespace, server: ServerProcess, client: openai.OpenAI) -> dict[str, float]:
     live(server.url, 20, seed=9)  # warm
-    alone = live(server.url, args.requests, seed=1)
+    alone_parts: list[dict] = []
+    alone = live(server.url, args.requests, seed=1, parts=alone_parts)
     batch_id = start_batch(client, batch_file(args.lines, 1, "alone"))
     alone_s = wait_batch(client, batch_id)
     data = batch_file(args.lines, 2, "beside")
     stop = threading.Event()
     beside: list[float] = []
-    runner = threading.Thread(target=lambda: beside.extend(live(server.url, None, stop, seed=2)))
+    beside_parts: list[dict] = []
+    runner = threading.Thread(target=lambda: beside.extend(live(server.url, None, stop, seed=2, parts=beside_parts)))
     batch_id = start_batch(client, data)
     runner.start()
     beside_s = wait_batch(client, batch_id)
     stop.set()
     runner.join()
+    for name, rows in (("alone", alone_parts), ("beside", beside_parts)):
+        shown = "  ".join(
+            f"{k[:-3]} {np.percentile([r[k] for r in rows], 50):.1f}/{np.percentile([r[k] for r in rows], 99):.1f}"
+            for k in (*PARTS, "client_ms")
+        )
+        print(f"live {name} p50/p99 ms: {shown}")
     return {
         "alone_p50": pct(alone, 50),
         "alone_p99": pct(alone, 99),

@@ -238,7 +238,9 @@ class Settings(CommonSettings):
         default=250,
         ge=0,
         description="on a CPU, a batch-class batch does not start while an interactive one runs (they would share "
-        "the cores) unless its oldest item has waited this long; 0: the two lanes run side by side, as on a GPU",
+        "the cores) unless its oldest item has waited this long, and a running batch-class pass stops at its model's "
+        "next module while an interactive pass runs, for at most this long; 0: the two lanes run side by side, as on "
+        "a GPU",
     )
     cpu_precision: list[CpuPrecision] | None = Field(
         default=None,

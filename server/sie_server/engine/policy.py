@@ -28,8 +28,8 @@ class PriorityPolicy:
     forward passes at once each get half of them, so a live call beside a batch took up to 2.8x its
     idle p99 (benchmarks.batch_live). There a batch-class batch does not start while an interactive
     one runs, unless its oldest item has waited ``defer_s``, so batch work still moves under a steady
-    stream of live calls. A batch already running is not stopped: a live call waits for at most the
-    rest of one batch-class batch (small: ``--batch-inflight`` lines).
+    stream of live calls. A batch-class pass already running when a live one starts stops at its
+    model's next module until the live pass ends, again for at most ``defer_s`` (engine/yielding.py).
     """
 
     def __init__(

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -28,6 +29,7 @@ from sie_server.engine.batching import form_batch, padded_cost
 from sie_server.engine.finite import FiniteCheck
 from sie_server.engine.isolation import OOM_RETRY_AFTER_S, is_out_of_memory, run_apart, settle
 from sie_server.engine.policy import BATCH, PRIORITIES, PriorityPolicy
+from sie_server.engine.yielding import LiveGate
 from sie_server.errors import InferenceError, InvalidInput, QueueFull, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
 from sie_server.observability import logging as request_logs
@@ -68,10 +70,14 @@ class WorkItem:
         return self.tokens.length
 
 
-def _timed_run(adapter: Encoder[Any], batch: list[Tokens], options: BatchOptions) -> tuple[list[Any], float]:
-    """``adapter.run`` on the lane's thread, with the seconds it took there (queueing excluded)."""
+def _timed_run(
+    adapter: Encoder[Any], batch: list[Tokens], options: BatchOptions, guard: Callable[[], AbstractContextManager[None]]
+) -> tuple[list[Any], float]:
+    """``adapter.run`` on the lane's thread inside ``guard`` (engine/yielding.py), with the seconds it took
+    there (queueing excluded)."""
     started = time.perf_counter()
-    results = adapter.run(batch, options)
+    with guard():
+        results = adapter.run(batch, options)
     return results, time.perf_counter() - started
 
 
@@ -111,6 +117,8 @@ class Scheduler:
         self._wake = asyncio.Event()
         lanes = {policy.lane(p) for p in PRIORITIES}
         self._executors = {lane: ComputeThread(f"sie-{lane}") for lane in lanes}
+        #: on a CPU with two lanes, a batch-class pass pauses at its next module while a live one runs
+        self.gate = LiveGate(policy.defer_s) if policy.lanes and policy.defer_s > 0 else None
         self.finite = FiniteCheck(metrics)  # encode and score results: NaN or Inf rerun in fp32, else failed
         self._task: asyncio.Task[None] | None = None
 
@@ -353,8 +361,14 @@ class Scheduler:
 
     def _submit(self, adapter: Encoder[Any], batch: list[WorkItem], executor: Executor) -> Running:
         return asyncio.get_running_loop().run_in_executor(
-            executor, _timed_run, adapter, [i.tokens for i in batch], batch[0].options
+            executor, _timed_run, adapter, [i.tokens for i in batch], batch[0].options, self._guard(batch[0].priority)
         )
+
+    def _guard(self, priority: str) -> Callable[[], AbstractContextManager[None]]:
+        """What a batch of this class runs inside: live passes hold the gate, batch-class ones yield to it."""
+        if self.gate is None:
+            return nullcontext
+        return self.gate.yielding if priority == BATCH else self.gate.live
 
     async def _execute(
         self,
