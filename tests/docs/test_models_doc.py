@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sie_server.catalog.families import FAMILIES
 from sie_server.catalog.loader import parse_config_file
-from sie_server.catalog.schema import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "models.md"
