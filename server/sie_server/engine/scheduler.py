@@ -16,83 +16,26 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sie_server.adapters.runtime.base import ModelAdapter, Tokens
 from sie_server.adapters.runtime.encoder import Encoder
-from sie_server.adapters.runtime.options import BatchOptions
-from sie_server.catalog.schema import ModelConfig
 from sie_server.compute_thread import ComputeThread
 from sie_server.engine.batching import form_batch, padded_cost
 from sie_server.engine.finite import FiniteCheck
 from sie_server.engine.isolation import OOM_RETRY_AFTER_S, is_out_of_memory, run_apart, settle
 from sie_server.engine.policy import BATCH, PRIORITIES, PriorityPolicy
+from sie_server.engine.work_item import GroupKey, WorkItem, batch_runner, tag_logs, timed_run
 from sie_server.engine.yielding import LiveGate
 from sie_server.errors import InferenceError, InvalidInput, QueueFull, ResourceExhausted, SIEError
 from sie_server.memory.pool import ModelPool
-from sie_server.observability import logging as request_logs
 from sie_server.observability import tracing
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 QUEUE_FULL_RETRY_AFTER_S = 1.0
-GroupKey = tuple[str, BatchOptions]
 Running = asyncio.Future[tuple[list[Any], float]]  # a batch on its lane's thread: (results, seconds)
 Started = tuple[Encoder[Any], Running]
-
-
-@dataclass(eq=False)
-class WorkItem:
-    """One input of one request, waiting to be run as part of some batch."""
-
-    model: ModelConfig
-    tokens: Tokens
-    #: what the batch is run with; its type says which forward pass (encode, score, extract)
-    options: BatchOptions
-    future: asyncio.Future[Any]
-    priority: str = "interactive"
-    enqueued_at: float = field(default_factory=time.monotonic)
-    started_at: float = 0.0
-    finished_at: float = 0.0
-    #: the request it belongs to, for log lines about its batch; its span's context when tracing is on
-    request_id: str | None = field(default_factory=request_logs.current_request_id)
-    trace: Any = field(default_factory=tracing.current)
-    #: items of one group may share a batch: same model, same options
-    group: GroupKey = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.group = (self.model.id, self.options)
-
-    @property
-    def cost(self) -> int:
-        return self.tokens.length
-
-
-def _timed_run(
-    adapter: Encoder[Any], batch: list[Tokens], options: BatchOptions, guard: Callable[[], AbstractContextManager[None]]
-) -> tuple[list[Any], float]:
-    """``adapter.run`` on the lane's thread inside ``guard`` (engine/yielding.py), with the seconds it took
-    there (queueing excluded)."""
-    started = time.perf_counter()
-    with guard():
-        results = adapter.run(batch, options)
-    return results, time.perf_counter() - started
-
-
-def _tag_logs(batch: list[WorkItem]) -> None:
-    """This lane task's log lines carry the batch's request ids (and the request's id when it has one)."""
-    ids = tuple(dict.fromkeys(i.request_id for i in batch if i.request_id))
-    if len(ids) == 1:
-        request_logs.REQUEST_ID.set(ids[0])
-    elif ids:
-        request_logs.BATCH_IDS.set(ids)
-
-
-def batch_runner(adapter: ModelAdapter, head: WorkItem) -> Encoder[Any] | None:
-    """The model as the encoder that runs this batch; None for a model of another family (a generator)."""
-    return adapter if isinstance(adapter, Encoder) and adapter.accepts(head.options) else None
 
 
 class Scheduler:
@@ -290,7 +233,7 @@ class Scheduler:
 
     async def _run_lane(self, lane: str, batch: list[WorkItem], started: Started | None) -> None:
         deliver = None
-        _tag_logs(batch)
+        tag_logs(batch)
         try:
             head = batch[0]
             with tracing.batch_span(head.model.id, head.options.task, ((i.trace, i.enqueued_at) for i in batch)):
@@ -361,7 +304,7 @@ class Scheduler:
 
     def _submit(self, adapter: Encoder[Any], batch: list[WorkItem], executor: Executor) -> Running:
         return asyncio.get_running_loop().run_in_executor(
-            executor, _timed_run, adapter, [i.tokens for i in batch], batch[0].options, self._guard(batch[0].priority)
+            executor, timed_run, adapter, [i.tokens for i in batch], batch[0].options, self._guard(batch[0].priority)
         )
 
     def _guard(self, priority: str) -> Callable[[], AbstractContextManager[None]]:
