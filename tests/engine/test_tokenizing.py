@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from sie_server.adapters.runtime.base import Tokens
+from sie_server.adapters.runtime.options import EncodeOptions
+from sie_server.engine.extract.queue import run
+from sie_server.engine.outcomes import Timing
 from sie_server.engine.service import CallerGone, CallOptions, TextInput
 from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import InvalidInput
@@ -151,4 +154,37 @@ async def test_a_caller_that_leaves_gets_caller_gone_and_its_items_are_dropped(
     await engine.encode(model, ["after"])  # the next plan drops what was left
     assert all(6 not in lengths for _, lengths in engine.behaviour.batches)  # "w w w w" never ran
     assert engine.metric("sie_dropped_items_total", model="t/m") == 4
+    assert engine.scheduler.queued == 0
+
+
+async def test_a_caller_that_leaves_a_call_answered_per_input_gets_caller_gone_and_its_items_are_dropped(
+    make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    """run(each=True), as document, speech and classification extracts queue their inputs, watches the caller as
+    the default path does."""
+    gate = threading.Event()
+    engine = make_engine(behaviour=Behaviour(gate=gate))
+    model = fake_config("t/m", tmp_path / "m")
+    blocker = asyncio.create_task(engine.encode(model, ["occupy the device"]))
+    await engine.until_started(1)  # the blocker's batch runs (held at the gate)
+    left = asyncio.Event()
+
+    async def disconnected() -> None:
+        await left.wait()
+
+    tokens = [Tokens(list(range(6)), None, False) for _ in range(3)]
+    call = CallOptions(disconnected=disconnected)
+    request = asyncio.create_task(run(engine.service, model, tokens, EncodeOptions(), call, Timing(), each=True))
+    await engine.until_queued(3)
+    left.set()
+    try:
+        await async_wait_until(request.done, message="the call went on after its caller left")
+    finally:
+        gate.set()
+    with pytest.raises(CallerGone):
+        await request
+    await blocker
+    await engine.encode(model, ["after"])  # the next plan drops what was left
+    assert all(6 not in lengths for _, lengths in engine.behaviour.batches)  # the caller's items never ran
+    assert engine.metric("sie_dropped_items_total", model="t/m") == 3
     assert engine.scheduler.queued == 0

@@ -93,15 +93,15 @@ async def run(
 ) -> list[Any]:
     """Queue each input and await them all: the results in input order.
 
-    By default the first failure fails the call, and a caller that leaves first gets CallerGone (its queued
-    items dropped). With ``each``, every input is answered alone: its result or the SIEError it got, and an
-    input not done shortly before the caller's deadline gets DeadlineExceeded (all of them late: the call
-    fails); an internal failure still fails the call."""
+    By default the first failure fails the call. With ``each``, every input is answered alone: its result or
+    the SIEError it got, and an input not done shortly before the caller's deadline gets DeadlineExceeded (all
+    of them late: the call fails); an internal failure still fails the call. Either way a caller that leaves
+    first gets CallerGone (its queued items dropped)."""
     if not tokens:
         return []
     items = _submit(service, model, tokens, options, call)
     if each:
-        await _held(items, _settled([i.future for i in items], call))
+        await _held(items, _watched(_settled([i.future for i in items], call), call))
         results = _each(items)
     else:
         results = await _held(items, _every(items, call))
@@ -157,20 +157,26 @@ async def _every(items: list[WorkItem], call: CallOptions) -> list[Any]:
     """The items' results in order; CallerGone (and the items dropped) if the caller leaves first."""
     single = len(items) == 1  # the common case under many clients: no gather around one future
     answer: asyncio.Future[Any] = items[0].future if single else asyncio.gather(*(i.future for i in items))
+    result = await _watched(answer, call)
+    return [result] if single else list(result)
+
+
+async def _watched(answer: Awaitable[T], call: CallOptions) -> T:
+    """``answer`` awaited; if the caller leaves first it is cancelled (within ``_held``: the items dropped) and
+    CallerGone raised."""
     if call.disconnected is None:
-        result = await answer
-        return [result] if single else list(result)
+        return await answer
+    waiting = asyncio.ensure_future(answer)  # a future as it is; a coroutine as a task, to cancel
     watcher: asyncio.Future[Any] = asyncio.ensure_future(call.disconnected())
-    watcher.add_done_callback(lambda w: w.cancelled() or answer.cancel())  # gone: drop the queued items
+    watcher.add_done_callback(lambda w: w.cancelled() or waiting.cancel())  # gone: drop the queued items
     try:
-        result = await answer
+        return await waiting
     except asyncio.CancelledError:
         if watcher.done() and not watcher.cancelled():
             raise CallerGone() from None
         raise
     finally:
         watcher.cancel()
-    return [result] if single else list(result)
 
 
 async def _settled(futures: list[asyncio.Future[Any]], call: CallOptions) -> None:
