@@ -36,7 +36,7 @@ from tests.helpers.server import ServerProcess
 
 WORDS = "invoice payment due total amount vendor contract lunch travel report quarterly revenue".split()
 QUERY = "How much do we owe Acme Corp, and when is it due?"
-LIVE_PAUSE_S = 0.02  # a live caller's think time between calls (about 30-40 calls/s)
+LIVE_PAUSE_S = 0.02  # a live caller's think time between calls (--live-pause-ms)
 
 
 def batch_file(count: int, seed: int, prefix: str) -> bytes:
@@ -114,6 +114,12 @@ def share(args: argparse.Namespace, server: ServerProcess, client: openai.OpenAI
     beside_s = wait_batch(client, batch_id)
     stop.set()
     runner.join()
+    busy = np.mean([r["client_ms"] for r in alone_parts]) / (
+        np.mean([r["client_ms"] for r in alone_parts]) + LIVE_PAUSE_S * 1000
+    )
+    print(
+        f"the live caller alone keeps the server busy {busy:.0%} of the time ({LIVE_PAUSE_S * 1000:.0f} ms think time)"
+    )
     for name, rows in (("alone", alone_parts), ("beside", beside_parts)):
         shown = "  ".join(
             f"{k[:-3]} {np.percentile([r[k] for r in rows], 50):.1f}/{np.percentile([r[k] for r in rows], 99):.1f}"
@@ -167,10 +173,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="live calls measured alone")
     parser.add_argument("--kill-lines", type=int, default=10_000, help="lines of the kill -9 batch (0: skip)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--live-pause-ms", type=float, default=20.0, help="a live caller's think time between calls")
     parser.add_argument("--batch-inflight", type=int, default=None, help="the server's --batch-inflight")
     parser.add_argument("--skip-share", action="store_true")
     parser.add_argument("--server-arg", action="append", default=[], help="more flags for the server (repeat)")
     args = parser.parse_args()
+    global LIVE_PAUSE_S
+    LIVE_PAUSE_S = args.live_pause_ms / 1000
     print(f"CPU: {cpu_model()}; {cpu_flags_line()}; {load_line()}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
