@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from sie_server.memory.heap import ARENA_TOP_KEPT, OPERATOR_THRESHOLDS, _mallopt, bound_arena_tops
+from sie_server.memory.heap import ARENA_TOP_KEPT, OPERATOR_ARENAS, OPERATOR_THRESHOLDS, _mallopt, bound_arena_tops
 from tests.helpers.server import pythonpath
 
 MIB = 2**20
@@ -47,13 +47,47 @@ print(rss_kib() - before)
 """
 
 
-def _kept_kib(bound: bool) -> int:
-    env = {k: v for k, v in os.environ.items() if k not in OPERATOR_THRESHOLDS and k != "GLIBC_TUNABLES"}
+# The probe (one core) has 8 threads allocate at once, each holding its blocks until all have allocated, and
+# reports how many arenas glibc then has (malloc_info's <heap> elements: the main arena and the threads').
+ARENAS_PROBE = """
+import ctypes, os, threading
+from sie_server.memory.heap import bound_arena_tops
+os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if {bound}:
+    assert bound_arena_tops({{}}), "nothing set"
+barrier = threading.Barrier(8)
+def work():
+    blocks = [libc.malloc(4096) for _ in range(64)]
+    barrier.wait()
+    for block in blocks:
+        libc.free(block)
+threads = [threading.Thread(target=work) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+size = ctypes.c_size_t()
+buffer = ctypes.c_char_p()
+libc.open_memstream.restype = ctypes.c_void_p
+stream = libc.open_memstream(ctypes.byref(buffer), ctypes.byref(size))
+libc.malloc_info(0, ctypes.c_void_p(stream))
+libc.fclose(ctypes.c_void_p(stream))
+print(buffer.value.decode().count("<heap nr="))
+"""
+
+
+def _probe(code: str) -> int:
+    env = {k: v for k, v in os.environ.items() if k not in (*OPERATOR_THRESHOLDS, OPERATOR_ARENAS[0], "GLIBC_TUNABLES")}
     env["PYTHONPATH"] = pythonpath()
-    probe = subprocess.run(
-        [sys.executable, "-c", ARENA_PROBE.format(bound=bound)], env=env, capture_output=True, text=True, check=True
-    )
+    probe = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return int(probe.stdout.split()[-1])
+
+
+def _kept_kib(bound: bool) -> int:
+    return _probe(ARENA_PROBE.format(bound=bound))
 
 
 @pytest.mark.skipif(_mallopt() is None, reason="not glibc")
@@ -63,6 +97,14 @@ def test_a_thread_arena_gives_back_its_top_once_bounded() -> None:
     assert bounded < ARENA_TOP_KEPT // 1024 + 1024, bounded  # at most the bound kept (plus a page or two)
 
 
-def test_the_operators_thresholds_are_left_alone() -> None:
-    assert bound_arena_tops({"MALLOC_TRIM_THRESHOLD_": "131072"}) == {}
-    assert bound_arena_tops({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}) == {}
+@pytest.mark.skipif(_mallopt() is None, reason="not glibc")
+def test_threads_share_one_arena_a_core_once_bounded() -> None:
+    unbounded, bounded = _probe(ARENAS_PROBE.format(bound=False)), _probe(ARENAS_PROBE.format(bound=True))
+    assert unbounded >= 4, unbounded  # glibc's default: a new arena for each thread that finds them all busy
+    assert bounded == 1, bounded  # one core: the main arena, shared
+
+
+def test_the_operators_settings_are_left_alone() -> None:
+    arenas = {"MALLOC_ARENA_MAX": "4"}
+    assert bound_arena_tops({"MALLOC_TRIM_THRESHOLD_": "131072", **arenas}) == {}
+    assert bound_arena_tops({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536:glibc.malloc.arena_max=4"}) == {}
