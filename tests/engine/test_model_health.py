@@ -14,7 +14,7 @@ import pytest
 
 from sie_server.adapters.runtime.base import ModelAdapter
 from sie_server.catalog.schema import ModelConfig, Profile
-from sie_server.contract.responses import Readiness
+from sie_server.contract.state_wire import Readiness
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.model_health import ModelHealth
 from sie_server.errors import ModelLoadFailed, ModelLoading

@@ -19,14 +19,8 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.limits import Limits
 from sie_server.contract.requests import EncodeRequest, ExtractRequest, GenerateRequest, ScoreRequest
-from sie_server.contract.responses import (
-    EncodeResponse,
-    ExtractResponse,
-    MemoryReport,
-    ModelInfo,
-    Readiness,
-    ScoreResponse,
-)
+from sie_server.contract.responses import EncodeResponse, ExtractResponse, ScoreResponse
+from sie_server.contract.state_wire import MemoryReport, ModelInfo, Readiness
 from sie_server.contract.status import StatusReport
 from sie_server.contract.tokenize_wire import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from sie_server.errors import InvalidInput, RateLimited

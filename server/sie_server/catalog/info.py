@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sie_server.adapters.runtime.weights import describe
 from sie_server.catalog.schema import ModelConfig
-from sie_server.contract.responses import ModelInfo, Precision, owner
+from sie_server.contract.state_wire import ModelInfo, Precision, owner
 
 AVAILABLE = "available"
 

@@ -25,7 +25,7 @@ from sie_server.cluster.batch_store import BatchStore
 from sie_server.cluster.gateway import Gateway, GatewaySettings
 from sie_server.cluster.gateway_service import GatewayService, NoWorkerYet
 from sie_server.contract import envelope
-from sie_server.contract.responses import NoWorkerYet as NoWorkerYetAnswer
+from sie_server.contract.state_wire import NoWorkerYet as NoWorkerYetAnswer
 
 
 async def _no_worker_yet(request: Request, exc: Exception) -> Response:

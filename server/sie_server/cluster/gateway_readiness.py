@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from sie_server.cluster.gateway import Gateway
 from sie_server.cluster.gateway_workers import EVERY_MODEL, WorkerSeen
-from sie_server.contract.responses import ModelProblem, Readiness
+from sie_server.contract.state_wire import ModelProblem, Readiness
 
 
 def gateway_readiness(gateway: Gateway, *, draining: bool) -> Readiness:

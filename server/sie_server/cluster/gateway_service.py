@@ -32,16 +32,13 @@ from sie_server.contract.responses import (
     CachedTiming,
     EncodeResponse,
     ExtractResponse,
-    GatewayModelInfo,
     GenerateChunk,
-    MemoryReport,
-    ModelInfo,
     PromptUsage,
-    Readiness,
     ScoreResponse,
     Timing,
     Usage,
 )
+from sie_server.contract.state_wire import GatewayModelInfo, MemoryReport, ModelInfo, Readiness
 from sie_server.contract.status import StatusReport
 from sie_server.contract.tokenize_wire import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from sie_server.drain import shutting_down

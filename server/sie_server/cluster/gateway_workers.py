@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sie_server.contract.responses import ModelProblem
+from sie_server.contract.state_wire import ModelProblem
 
 EVERY_MODEL = "*"  # a problem under this name (the worker's batch loop ended) holds every model of the worker
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from sie_server.contract.requests import Wire
-from sie_server.contract.responses import KeepNone
+from sie_server.contract.wire import KeepNone
 
 # OpenAI moderations
 

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
-from sie_server.contract.responses import Array, KeepNone, Sparse, Usage
+from sie_server.contract.responses import Usage
+from sie_server.contract.wire import Array, KeepNone, Sparse
 
 # OpenAI
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import get_args
 
 from sie_server.contract.requests import OutputType
-from sie_server.contract.responses import ModelInfo
+from sie_server.contract.state_wire import ModelInfo
 from sie_server.errors import InvalidInput
 
 TASKS = ("encode", "score", "extract", "generate")

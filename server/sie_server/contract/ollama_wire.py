@@ -15,8 +15,8 @@ from pydantic import AfterValidator, ConfigDict, Field, StrictBool
 
 from sie_server.contract.ignored import Compatible, list_ignored, unserved
 from sie_server.contract.requests import Penalty, Seed, Stops, Temperature, Whole
-from sie_server.contract.responses import KeepNone, ShownSparse
 from sie_server.contract.tools_wire import Tool
+from sie_server.contract.wire import KeepNone, ShownSparse
 
 #: the Ollama release whose API these routes follow (``GET /api/version``; clients gate features on it)
 OLLAMA_API_VERSION = "0.12.6"

@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from sie_server.contract.grammar_wire import GrammarIn
 from sie_server.contract.ignored import Compatible, list_ignored
 from sie_server.contract.requests import Seed, Temperature, Whole
-from sie_server.contract.responses import KeepNone
 from sie_server.contract.tools_wire import (
     ChatMessageIn,
     FunctionCall,
@@ -23,6 +22,7 @@ from sie_server.contract.tools_wire import (
     ToolCall,
     ToolChoice,
 )
+from sie_server.contract.wire import KeepNone
 from sie_server.errors import InvalidInput
 
 

@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, PlainValidator, RootModel
 from pydantic.json_schema import WithJsonSchema
 
 from sie_server.contract.ignored import Compatible, list_ignored
-from sie_server.contract.responses import Array, KeepNone, ShownSparse
+from sie_server.contract.wire import Array, KeepNone, ShownSparse
 from sie_server.errors import ErrorCode, InvalidInput, SIEError
 
 #: the paths TEI's clients call (``POST /`` too: ``huggingface_hub``'s ``InferenceClient`` posts to the

@@ -10,7 +10,7 @@ from pydantic import Field, StrictBool
 
 from sie_server.catalog.schema import ModelConfig
 from sie_server.contract.requests import Whole, Wire
-from sie_server.contract.responses import KeepNone
+from sie_server.contract.wire import KeepNone
 from sie_server.errors import InvalidInput
 
 TokenId = Annotated[Whole, Field(ge=0, le=2**32 - 1)]

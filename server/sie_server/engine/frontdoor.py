@@ -24,14 +24,12 @@ from sie_server.contract.responses import (
     EncodeResponse,
     ExtractResponse,
     ItemScore,
-    MemoryReport,
-    ModelInfo,
     PromptUsage,
-    Readiness,
     ScoreResponse,
     SpanVector,
     Usage,
 )
+from sie_server.contract.state_wire import MemoryReport, ModelInfo, Readiness
 from sie_server.contract.status import StatusReport
 from sie_server.contract.tokenize_wire import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 from sie_server.cpu_features import detect

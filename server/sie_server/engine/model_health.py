@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable
 from typing import Literal
 
-from sie_server.contract.responses import ModelProblem, Readiness
+from sie_server.contract.state_wire import ModelProblem, Readiness
 from sie_server.engine.generation import GenerationService
 from sie_server.engine.scheduler import Scheduler
 from sie_server.memory.pool import ModelPool

@@ -7,7 +7,7 @@ from sie_server.adapters.runtime.backends import effective_backend
 from sie_server.adapters.runtime.precision import fixed_report
 from sie_server.catalog.info import catalog_info
 from sie_server.catalog.schema import ModelConfig
-from sie_server.contract.responses import LoadProgress, MemoryReport, ModelInfo, ModelMemory, Precision
+from sie_server.contract.state_wire import LoadProgress, MemoryReport, ModelInfo, ModelMemory, Precision
 from sie_server.memory.load_progress import LoadProgress as Progress
 from sie_server.memory.pool import ModelPool
 from sie_server.memory.slots import ModelState

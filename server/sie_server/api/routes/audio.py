@@ -25,7 +25,7 @@ from sie_server.api.deadlines import within
 from sie_server.api.openapi import doc
 from sie_server.contract.envelope import RemoteError
 from sie_server.contract.requests import AudioIn, ExtractParams, ExtractRequest, ItemIn
-from sie_server.contract.responses import ShownSparse
+from sie_server.contract.wire import ShownSparse
 from sie_server.errors import ERROR_STATUS, InvalidInput, PayloadTooLarge
 
 router = APIRouter(tags=["compatible"])

@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sie_server.api.body import json_response
 from sie_server.api.context import service
 from sie_server.api.openapi import text_doc
-from sie_server.contract.responses import Readiness
+from sie_server.contract.state_wire import Readiness
 from sie_server.contract.tei_wire import ErrorType, TeiError
 
 router = APIRouter(tags=["health"])

@@ -11,7 +11,7 @@ from sie_server.api.body import json_response
 from sie_server.api.context import MODEL, service
 from sie_server.api.openapi import doc
 from sie_server.contract.model_filter import OUTPUTS, TASKS, ModelFilter
-from sie_server.contract.responses import GatewayModelInfo, MemoryReport, ModelInfo, ModelList, OpenAIModel
+from sie_server.contract.state_wire import GatewayModelInfo, MemoryReport, ModelInfo, ModelList, OpenAIModel
 
 router = APIRouter(tags=["models"])
 ONE_MODEL = (ModelInfo, GatewayModelInfo)  # a gateway adds where the model runs

@@ -39,7 +39,7 @@ from sie_server.contract.ollama_wire import (
     now,
 )
 from sie_server.contract.requests import EncodeItemIn, EncodeParams, EncodeRequest, Truncation
-from sie_server.contract.responses import ModelInfo
+from sie_server.contract.state_wire import ModelInfo
 
 router = APIRouter(tags=["ollama"])
 router.include_router(ollama_chat.router)

@@ -13,14 +13,7 @@ from sie_server.adapters.runtime.options import ExtractOptions
 from sie_server.catalog.schema import ExtractTask, ModelConfig
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import ExtractRequest, ExtractSchema
-from sie_server.contract.responses import (
-    Classification,
-    Entity,
-    ExtractedItem,
-    ExtractResponse,
-    Relation,
-    SchemaResult,
-)
+from sie_server.contract.responses import Classification, Entity, ExtractedItem, ExtractResponse, Relation, SchemaResult
 from sie_server.engine.extract.protocol import ExtractEngine, wire_timing
 from sie_server.engine.extract.queue import adapter_of, run, tokenize
 from sie_server.engine.outcomes import ExtractOutcome, Timing
