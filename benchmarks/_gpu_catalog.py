@@ -49,7 +49,7 @@ def load_config(folder: Path, model_id: str) -> Any:
 
 
 def predicted_charge(config: Any, device_kind: str) -> int:
-    """Weights plus activation reserve, as the pool estimates them before a load (memory/pool.py ``_estimate``)."""
+    """Weights plus activation reserve, as the pool estimates them before a load (memory/load_cost.py ``load_cost``)."""
     from sie_server.memory.estimate import activation_reserve, weights_bytes
 
     profile = config.profile(device_kind)

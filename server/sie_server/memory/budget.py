@@ -50,6 +50,11 @@ def parse_bytes(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
+def mib(n: int) -> str:
+    """A size as the pool's messages and logs write it: ``"12.5 MiB"``."""
+    return f"{n / 2**20:.1f} MiB"
+
+
 def available_bytes(device: str) -> int:
     """Free device memory (CUDA) or available RAM (CPU, from /proc/meminfo)."""
     if device.startswith("cuda"):

@@ -12,35 +12,27 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from sie_server.adapters import ModelAdapter, create_adapter
-from sie_server.adapters.generators.llamacpp_sizing import kv_cache_tokens
 from sie_server.adapters.runtime import first_load
-from sie_server.adapters.runtime.backends import effective_backend
 from sie_server.adapters.runtime.locations import WeightsLocation
 from sie_server.adapters.runtime.weights import resolve
 from sie_server.catalog.schema import CpuPrecision, GgufFormat, ModelConfig, Profile
 from sie_server.compute_thread import in_own_thread
 from sie_server.errors import InvalidInput, ModelLoadFailed, ModelLoading, ResourceExhausted, SIEError
-from sie_server.memory.budget import FREE_MARGIN_BYTES, Resident, available_bytes, eviction_plan, exceeds_free_memory
-from sie_server.memory.estimate import activation_reserve, gguf_estimate, weights_bytes
+from sie_server.memory.budget import Resident, available_bytes, eviction_plan, exceeds_free_memory, mib
 from sie_server.memory.heap import freeze_long_lived, thawed
 from sie_server.memory.held import Holding, MemoryProbe, ProcessMemory, Reclaimable
+from sie_server.memory.load_cost import load_cost
 from sie_server.memory.load_progress import LoadProgress, LoadStage
+from sie_server.memory.refusals import beyond_budget, no_room, short_of_memory
 from sie_server.memory.slots import LOADING_RETRY_AFTER_S, ModelState, Slot
 from sie_server.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 AdapterFactory = Callable[[ModelConfig, Profile, str], ModelAdapter]
-BUSY_RETRY_AFTER_S = 1.0
-PRESSURE_RETRY_AFTER_S = 5.0
 OVER_BUDGET_WARN_EVERY_S = 60.0
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
 
 
 class ModelPool:
@@ -182,7 +174,7 @@ class ModelPool:
             location = await asyncio.to_thread(resolve, config, self.offline, profile)
             slot.weights_source = location.source
             progress.enter(LoadStage.PLANNING, f"weights from {location.source}")
-            estimate, reserve = await asyncio.to_thread(self._estimate, location, config, profile)
+            estimate, reserve = await asyncio.to_thread(load_cost, location, config, profile)
             slot.resident_bytes, slot.reserve_bytes = 0, 0  # not counted while planning its own room
             need = estimate + reserve
             if need <= self.budget_bytes:  # (beyond the whole budget, _make_room says that)
@@ -191,7 +183,7 @@ class ModelPool:
             self._make_room(config, need)
             self._check_free_memory(config, need)
             slot.resident_bytes, slot.reserve_bytes = estimate, reserve  # reserved while loading
-            progress.enter(LoadStage.READING, f"about {_mib(estimate)} of weights in {profile.dtype}")
+            progress.enter(LoadStage.READING, f"about {mib(estimate)} of weights in {profile.dtype}")
             # a thread of its own, ended with the load: the OpenMP team it starts goes with it (compute_thread.py)
             adapter = await in_own_thread("sie-load", self._load_blocking, location, config, profile, progress)
         except ResourceExhausted as exc:  # not a broken model: try again when memory frees up
@@ -219,10 +211,10 @@ class ModelPool:
             config.id,
             slot.weights_source,
             slot.load_seconds,
-            _mib(slot.resident_bytes),
-            _mib(slot.reserve_bytes),
-            _mib(self.used_bytes),
-            _mib(self.budget_bytes),
+            mib(slot.resident_bytes),
+            mib(slot.reserve_bytes),
+            mib(self.used_bytes),
+            mib(self.budget_bytes),
         )
         if self.used_bytes > self.budget_bytes:  # the estimate was low: make up for it now
             try:
@@ -230,22 +222,6 @@ class ModelPool:
             except ResourceExhausted:
                 log.warning("over budget after loading %s and nothing idle to evict", config.id)
         done.set_result(adapter)
-
-    def _estimate(self, location: WeightsLocation, config: ModelConfig, profile: Profile) -> tuple[int, int]:
-        folder = Path(location.path)
-        if effective_backend(config, profile) == "llamacpp" and config.source.gguf_file:
-            # llama.cpp allocates its whole KV cache at load: that is the reserve (with what its patched flash
-            # attention keeps per thread, llamacpp_sizing.attention_cache_bytes), and it is exact; the copies
-            # of read prompts' cells (adapters/generators/llamacpp_prefix.py) may grow to their cap beside it
-            gguf, tokens = folder / config.source.gguf_file, kv_cache_tokens(profile)
-            weights, kv = gguf_estimate(gguf, tokens, torch_prefill=bool(profile.torch_prefill_tokens))
-            return weights, kv + profile.prefix_cache_bytes
-        reserve = profile.activation_reserve_bytes
-        if reserve is None:
-            reserve = activation_reserve(folder, profile.max_batch_tokens, config.max_sequence_length, profile.dtype)
-        if config.tasks.generate is not None and effective_backend(config, profile) == "transformers":
-            reserve += profile.prefix_cache_bytes  # read prompts' keys and values (generators/torch_prefix.py)
-        return weights_bytes(folder, profile.dtype), reserve
 
     def _load_blocking(
         self, location: WeightsLocation, config: ModelConfig, profile: Profile, progress: LoadProgress
@@ -268,12 +244,7 @@ class ModelPool:
     def _make_room(self, config: ModelConfig, need: int) -> None:
         """Evict least-recently-used idle models until ``need`` more bytes fit, or raise."""
         if need > self.budget_bytes:
-            raise ResourceExhausted(
-                f"model {config.id} needs about {_mib(need)} (weights + activation reserve for one "
-                f"full batch), more than the whole memory budget of {_mib(self.budget_bytes)}; nothing "
-                "was evicted for it. Raise --memory-budget or lower the profile's max_batch_tokens.",
-                retry_after=None,
-            )
+            raise beyond_budget(config.id, need, self.budget_bytes)
         self._reclaim(need)
         residents = [
             Resident(s.config.id, s.charge, s.last_used, self._evictable(s))
@@ -283,18 +254,7 @@ class ModelPool:
         untracked = self.untracked_bytes
         plan = eviction_plan(self.budget_bytes - untracked - self.cache_bytes, need, residents)
         if plan is None:
-            beyond = (
-                f" (the process holds {_mib(untracked)} beyond its models' charges: caches and buffers no "
-                "eviction frees)"
-                if untracked
-                else ""
-            )
-            raise ResourceExhausted(
-                f"model {config.id} needs about {_mib(need)} but only "
-                f"{_mib(max(0, self.budget_bytes - self.used_bytes))} of the memory budget is free{beyond} and "
-                "the other resident models are busy or pinned; retry shortly",
-                retry_after=BUSY_RETRY_AFTER_S,
-            )
+            raise no_room(config.id, need, max(0, self.budget_bytes - self.used_bytes), untracked)
         for model_id in plan:
             self.evict(model_id, "lru")
 
@@ -306,14 +266,7 @@ class ModelPool:
             return
         free = available_bytes(self.device) + reclaimable
         if exceeds_free_memory(need, free):
-            raise ResourceExhausted(
-                f"model {config.id} needs about {_mib(need)} but only {_mib(free)} of memory is available on "
-                f"this machine (MemAvailable and what evicting idle models frees, keeping "
-                f"{_mib(FREE_MARGIN_BYTES)} free), although the memory budget of {_mib(self.budget_bytes)} has "
-                "room; not loading it, which would swap or be killed for memory. Free memory or lower "
-                "--memory-budget; retry later",
-                retry_after=PRESSURE_RETRY_AFTER_S,
-            )
+            raise short_of_memory(config.id, need, free, self.budget_bytes)
 
     def _evictable(self, slot: Slot) -> bool:
         return (
@@ -324,7 +277,7 @@ class ModelPool:
         slot = self._slots.get(model_id)
         if slot is None or slot.state is not ModelState.LOADED or slot.adapter is None:
             return False
-        log.info("evicting %s (%s, %s)", model_id, reason, _mib(slot.charge))
+        log.info("evicting %s (%s, %s)", model_id, reason, mib(slot.charge))
         with thawed():  # its objects were frozen after the load: its reference cycles must be collectable
             adapter, slot.adapter = slot.adapter, None
             slot.loading, slot.state = None, ModelState.AVAILABLE
@@ -366,10 +319,10 @@ class ModelPool:
                 log.warning(
                     "the process holds %s against a memory budget of %s (%s charged to models, %s beyond them) "
                     "and evicting idle models would not bring it under; raise --memory-budget",
-                    _mib(self.charged_bytes + untracked),
-                    _mib(self.budget_bytes),
-                    _mib(self.charged_bytes),
-                    _mib(untracked),
+                    mib(self.charged_bytes + untracked),
+                    mib(self.budget_bytes),
+                    mib(self.charged_bytes),
+                    mib(untracked),
                 )
             return []
         return [m for m in plan if self.evict(m, "over_budget")]
