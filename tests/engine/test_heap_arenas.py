@@ -108,3 +108,25 @@ def test_the_operators_settings_are_left_alone() -> None:
     arenas = {"MALLOC_ARENA_MAX": "4"}
     assert bound_arena_tops({"MALLOC_TRIM_THRESHOLD_": "131072", **arenas}) == {}
     assert bound_arena_tops({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536:glibc.malloc.arena_max=4"}) == {}
+
+
+def test_the_trimmer_trims_once_the_heap_grew_past_its_last_level() -> None:
+    from sie_server.memory.heap import HeapTrimmer
+
+    resident = [1000]
+    trims: list[int] = []
+
+    def trim() -> int:
+        trims.append(resident[0])
+        resident[0] = 1010  # the trim gave back all but 10 of the growth
+        return 0
+
+    trimmer = HeapTrimmer(growth=100, resident=lambda: resident[0], trim=trim)
+    resident[0] = 1099
+    assert not trimmer.check() and not trims
+    resident[0] = 1100
+    assert trimmer.check() and trims == [1100] and trimmer.level == 1010
+    resident[0] = 900  # an eviction's trim: the level follows it down
+    assert not trimmer.check() and trimmer.level == 900
+    resident[0] = 1000
+    assert trimmer.check() and trims == [1100, 1000]
