@@ -19,7 +19,8 @@ from fastapi.responses import Response
 from sie_server.api.body import json_response, parse
 from sie_server.api.context import call, service
 from sie_server.api.deadlines import within
-from sie_server.api.routes.tei import is_query, max_body, model_id_of, tei_doc, texts_of
+from sie_server.api.routes.tei import max_body, tei_doc
+from sie_server.api.routes.tei_serving import is_query, model_id_of, texts_of
 from sie_server.api.routes.tokenize import check_id_counts, tokenizer_model
 from sie_server.contract.tei_wire import (
     DecodeRequest,
