@@ -1,10 +1,10 @@
 """Wire models of Hugging Face Text Embeddings Inference (TEI): its request bodies, answers and error
-body, with TEI's field names (its ``docs/openapi.json``). ``api/routes/tei.py`` translates them onto
-the native encode, score and extract calls.
+body, with TEI's field names (its ``docs/openapi.json``). ``api/routes/tei_serving.py`` translates them
+onto the native encode, score and extract calls.
 
 TEI ignores fields it does not know (clients such as ``huggingface_hub`` send a ``parameters``
 object beside ``inputs``), so these models ignore them too; the fields they do read are typed
-strictly. ``model`` is this server's own: TEI serves one model, this server many (see ``tei.py``).
+strictly. ``model`` is this server's own: TEI serves one model, this server many (see ``tei_serving.py``).
 """
 
 from __future__ import annotations
