@@ -10,12 +10,13 @@ import pytest
 
 from sie_server.adapters.runtime.base import Tokens
 from sie_server.adapters.runtime.options import EncodeOptions
+from sie_server.catalog.schema import ModelConfig
 from sie_server.engine.extract.queue import run
 from sie_server.engine.outcomes import Timing
 from sie_server.engine.service import CallerGone, CallOptions, TextInput
 from sie_server.engine.tokenizing import TokenizerThread
 from sie_server.errors import InvalidInput
-from tests.engine.conftest import EngineFactory, fake_config
+from tests.engine.conftest import Engine, EngineFactory, fake_config
 from tests.helpers.fake_adapter import Behaviour
 from tests.helpers.wait import async_wait_until
 
@@ -125,24 +126,46 @@ async def test_a_tokenizer_error_is_the_callers_error(make_engine: EngineFactory
     assert await engine.encode(model, ["fine"]) == [3.0]
 
 
-async def test_a_caller_that_leaves_gets_caller_gone_and_its_items_are_dropped(
+async def _busy(
     make_engine: EngineFactory, tmp_path: Path
-) -> None:
+) -> tuple[Engine, ModelConfig, threading.Event, asyncio.Task[list[float]]]:
+    """An engine whose device runs a blocker's batch, held at the returned gate until the test opens it."""
     gate = threading.Event()
     engine = make_engine(behaviour=Behaviour(gate=gate))
     model = fake_config("t/m", tmp_path / "m")
     blocker = asyncio.create_task(engine.encode(model, ["occupy the device"]))
     await engine.until_started(1)  # the blocker's batch runs (held at the gate)
-    left = asyncio.Event()
+    return engine, model, gate, blocker
+
+
+def _leaving(left: asyncio.Event) -> CallOptions:
+    """A caller that leaves when ``left`` is set."""
 
     async def disconnected() -> None:
         await left.wait()
 
+    return CallOptions(disconnected=disconnected)
+
+
+async def _never_ran(engine: Engine, model: ModelConfig, dropped: int) -> None:
+    """The leavers' items (6 tokens each) were dropped by the next plan, never run."""
+    await engine.encode(model, ["after"])  # the next plan drops what was left
+    assert all(6 not in lengths for _, lengths in engine.behaviour.batches)
+    assert engine.metric("sie_dropped_items_total", model="t/m") == dropped
+    assert engine.scheduler.queued == 0
+
+
+async def test_a_caller_that_leaves_gets_caller_gone_and_its_items_are_dropped(
+    make_engine: EngineFactory, tmp_path: Path
+) -> None:
+    engine, model, gate, blocker = await _busy(make_engine, tmp_path)
+    left = asyncio.Event()
     for texts in (["w w w w"], ["w w w w"] * 3):  # one item (awaited alone) and several (gathered)
-        call = CallOptions(disconnected=disconnected)
         inputs = [TextInput(str(i), t) for i, t in enumerate(texts)]
         request = asyncio.create_task(
-            engine.service.encode(model, inputs, output_types=["dense"], is_query=False, instruction=None, call=call)
+            engine.service.encode(
+                model, inputs, output_types=["dense"], is_query=False, instruction=None, call=_leaving(left)
+            )
         )
         await engine.until_queued(len(texts))
         left.set()
@@ -151,10 +174,7 @@ async def test_a_caller_that_leaves_gets_caller_gone_and_its_items_are_dropped(
         left.clear()
     gate.set()
     await blocker
-    await engine.encode(model, ["after"])  # the next plan drops what was left
-    assert all(6 not in lengths for _, lengths in engine.behaviour.batches)  # "w w w w" never ran
-    assert engine.metric("sie_dropped_items_total", model="t/m") == 4
-    assert engine.scheduler.queued == 0
+    await _never_ran(engine, model, dropped=4)
 
 
 async def test_a_caller_that_leaves_a_call_answered_per_input_gets_caller_gone_and_its_items_are_dropped(
@@ -162,18 +182,10 @@ async def test_a_caller_that_leaves_a_call_answered_per_input_gets_caller_gone_a
 ) -> None:
     """run(each=True), as document, speech and classification extracts queue their inputs, watches the caller as
     the default path does."""
-    gate = threading.Event()
-    engine = make_engine(behaviour=Behaviour(gate=gate))
-    model = fake_config("t/m", tmp_path / "m")
-    blocker = asyncio.create_task(engine.encode(model, ["occupy the device"]))
-    await engine.until_started(1)  # the blocker's batch runs (held at the gate)
+    engine, model, gate, blocker = await _busy(make_engine, tmp_path)
     left = asyncio.Event()
-
-    async def disconnected() -> None:
-        await left.wait()
-
     tokens = [Tokens(list(range(6)), None, False) for _ in range(3)]
-    call = CallOptions(disconnected=disconnected)
+    call = _leaving(left)
     request = asyncio.create_task(run(engine.service, model, tokens, EncodeOptions(), call, Timing(), each=True))
     await engine.until_queued(3)
     left.set()
@@ -184,7 +196,4 @@ async def test_a_caller_that_leaves_a_call_answered_per_input_gets_caller_gone_a
     with pytest.raises(CallerGone):
         await request
     await blocker
-    await engine.encode(model, ["after"])  # the next plan drops what was left
-    assert all(6 not in lengths for _, lengths in engine.behaviour.batches)  # the caller's items never ran
-    assert engine.metric("sie_dropped_items_total", model="t/m") == 3
-    assert engine.scheduler.queued == 0
+    await _never_ran(engine, model, dropped=3)
