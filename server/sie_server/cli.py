@@ -89,9 +89,10 @@ def serve(settings: Settings) -> int:
     if settings.offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["ORT_DISABLE_TELEMETRY"] = "1"  # offline means offline, whatever the environment says
-    from sie_server.memory.heap import bound_shape_caches
+    from sie_server.memory.heap import bound_arena_tops, bound_shape_caches
 
     bound_shape_caches()  # before any batch runs: oneDNN's per-shape caches would grow with every batch shape
+    bound_arena_tops()  # before torch and the server start their threads, so they share the capped arenas
     import torch
 
     from sie_server.serving import run
