@@ -35,7 +35,7 @@ class LiveGate:
         self._lock = threading.Lock()
         self._yielder: int | None = None  # the thread of the batch-class pass that runs now
         self._paused_s = 0.0  # what that pass has waited so far
-        self.paused_total_s = 0.0  # all batch-class passes' waits (for tests and metrics)
+        self.paused_total_s = 0.0  # seconds all batch-class passes waited
         self.pauses = 0
 
     @contextlib.contextmanager

@@ -48,7 +48,7 @@ request, lane and library threads (ONNX Runtime's, CTranslate2's, PDFium's) end 
 2 cores, and each keeps what its busiest moment needed. docling, PP-OCR and faster-whisper side by side in one
 server (their pages and pictures are buffers of 1-30 MiB) settled at 1.6-1.9 GiB that way, against 1.3 GiB
 with 2 arenas, and the 24-minute soak grew 1.8 GiB an hour. ``bound_arena_tops`` also caps the arenas at one
-a core (``M_ARENA_MAX``, before the first model loads, so the server's later threads share those), unless the
+a core (``M_ARENA_MAX``, at startup in cli.py, so the server's later threads share those), unless the
 operator set ``MALLOC_ARENA_MAX`` or its tunable.
 
 Even so, a server whose models stay loaded never evicts, so nothing ever trims: with the arenas capped, the
