@@ -17,7 +17,8 @@ from sie_server.contract.limits import Limits
 from sie_server.contract.tasks_wire import AnswerQuestionsRequest
 from sie_server.errors import ModelLoadFailed
 from sie_server.tasks import answer_questions
-from sie_server.tasks.common import chunks, pdf_pages
+from sie_server.tasks.common import chunks
+from sie_server.tasks.pdf_pages import count
 from sie_server.tasks.redact_pii import KNOWN, MODEL, PATTERN, Span, redact
 from tests.helpers.catalog import MINILM, SMOLLM, real_config_path
 from tests.server.test_layers import offenders
@@ -49,8 +50,8 @@ def test_placeholders_are_consistent_and_the_first_finding_wins() -> None:
 
 
 def test_a_pdf_page_count_is_read_without_parsing() -> None:
-    assert pdf_pages(b"%PDF-1.4 << /Type /Pages /Kids [4 0 R] /Count 120 >> << /Type /Page >>") == 120
-    assert pdf_pages(b"%PDF-1.4 << /Type /Page >> << /Type /Page >> << /Type /Pages >>") == 2
+    assert count(b"%PDF-1.4 << /Type /Pages /Kids [4 0 R] /Count 120 >> << /Type /Page >>").pages == 120
+    assert count(b"%PDF-1.4 << /Type /Page >> << /Type /Page >> << /Type /Pages >>").pages == 2
 
 
 def test_tasks_import_neither_the_engine_nor_the_adapters_nor_the_queue() -> None:

@@ -15,6 +15,7 @@ from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import DocumentIn, ExtractRequest, ItemIn
 from sie_server.contract.tasks_wire import FileIn, TaskModels
 from sie_server.errors import InvalidInput, ModelLoadFailed, PayloadTooLarge
+from sie_server.tasks import pdf_pages
 
 # the model of each step when the request names none (TaskModels overrides any of them)
 DEFAULTS: dict[str, str] = {
@@ -93,24 +94,19 @@ def check_text(text: str, where: str, caps: Caps = CAPS) -> None:
         raise PayloadTooLarge(f"{where} is {len(text)} characters; a task takes at most {caps.max_chars}")
 
 
-_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
-_COUNT = re.compile(rb"/Count\s+(\d{1,9})")
-
-
-def pdf_pages(data: bytes) -> int:
-    """A PDF's pages without parsing it: the largest page-tree /Count, else the page objects."""
-    counts = [int(n) for n in _COUNT.findall(data)]
-    return max(counts) if counts else len(_PAGE.findall(data))
-
-
 def check_file(file: FileIn, where: str, caps: Caps = CAPS) -> None:
-    """Size, and for a PDF its page objects (counted without parsing it)."""
+    """Size, and for a PDF its pages (counted without parsing it, ``pdf_pages.py``)."""
     if len(file.data) > caps.max_file_bytes:
         raise PayloadTooLarge(f"{where} is {len(file.data)} bytes; a task takes files of at most {caps.max_file_bytes}")
-    if file.data[:5] == b"%PDF-":
-        pages = pdf_pages(file.data)
-        if pages > caps.max_pages:
-            raise PayloadTooLarge(f"{where} has {pages} pages; a task takes at most {caps.max_pages}")
+    if pdf_pages.is_pdf(file.data):
+        found = pdf_pages.count(file.data)
+        if found.pages is None:
+            said = f"{where}: a task counts a PDF's pages before any work, and {found.why}"
+            if found.too_large:
+                raise PayloadTooLarge(said)
+            raise InvalidInput(f"{said}; save it without object streams (as PDF 1.4) or repair it")
+        if found.pages > caps.max_pages:
+            raise PayloadTooLarge(f"{where} has {found.pages} pages; a task takes at most {caps.max_pages}")
 
 
 def check_count(count: int, limit: int, what: str) -> None:
