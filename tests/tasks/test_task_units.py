@@ -20,7 +20,7 @@ from sie_server.tasks import answer_questions
 from sie_server.tasks.common import chunks
 from sie_server.tasks.pdf_pages import count
 from sie_server.tasks.redact_pii import KNOWN, MODEL, PATTERN, Span, redact
-from tests.helpers.catalog import MINILM, SMOLLM, real_config_path
+from tests.helpers.catalog import real_config_path
 from tests.server.test_layers import offenders
 
 RERANK = "cross-encoder/ms-marco-MiniLM-L-6-v2"
@@ -61,16 +61,16 @@ def test_tasks_import_neither_the_engine_nor_the_adapters_nor_the_queue() -> Non
 
 
 class Recorder:
-    """A Service that knows three models and records every work call (none must come)."""
+    """A Service that knows the shipped catalog's models (all cached but the default reranker) and records every
+    work call (none must come)."""
 
     limits = Limits()
 
     def __init__(self) -> None:
-        self.configs = {m: parse_config_file(real_config_path(m)) for m in (MINILM, SMOLLM, RERANK)}
         self.work: list[str] = []
 
     def resolve(self, model_id: str) -> Any:
-        return self.configs[model_id]
+        return parse_config_file(real_config_path(model_id))
 
     async def model(self, config: Any) -> Any:
         return SimpleNamespace(state="available", available_offline=config.id != RERANK, last_error=None)

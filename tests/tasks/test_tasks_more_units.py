@@ -15,18 +15,30 @@ from PIL import Image
 
 from sie_server.contract.headers import call_options
 from sie_server.contract.tasks_wire import (
+    AnswerQuestionsRequest,
     DescribeImageRequest,
+    DocsToMarkdownRequest,
     EntityFound,
     ExtractEntitiesRequest,
+    ExtractStructuredRequest,
+    RedactPiiRequest,
     SummarizeDocumentRequest,
 )
 from sie_server.errors import InvalidInput, PayloadTooLarge
-from sie_server.tasks import describe_image, extract_entities, summarize_document
+from sie_server.tasks import (
+    answer_questions,
+    describe_image,
+    docs_to_markdown,
+    extract_entities,
+    extract_structured,
+    redact_pii,
+    summarize_document,
+)
 from sie_server.tasks.extract_entities import Span, merge, table, windows
 from sie_server.tasks.image_size import declared_size
 from sie_server.tasks.summarize_document import groups
 from tests.helpers.documents import png_declaring
-from tests.tasks.helpers import b64
+from tests.tasks.helpers import MODELS, b64, text_pdf
 from tests.tasks.test_task_units import Recorder
 
 WORDS = ["Acme", "Corp", "invoice", "total", "due", "March", "Alice", "Martin", "Paris", "a", "of", "and"]
@@ -148,3 +160,110 @@ def test_the_same_label_twice_is_refused_before_any_model() -> None:
     nothing = DescribeImageRequest(image={"data": b64(png_declaring(8, 8))}, caption="none", top_k=0)
     error, _ = run_on_nothing(describe_image, nothing)
     assert "ask for nothing" in str(error)
+
+
+TEXT = {"text": "Acme Corp sells widgets."}
+LONG = "x" * 200_001
+# a page tree that declares 150 pages (the cap is 100)
+PAGES = {"data": b64(text_pdf(["one"]).replace(b"/Count 1", b"/Count 150")), "format": "pdf"}
+LABELS = [f"label {i}" for i in range(25)]  # the most the default entity model takes: the narrowest windows
+# name: (task, request type, request, status, what the refusal says); each refused before the first work call
+BEFORE_WORK: dict[str, tuple[Any, Any, dict[str, Any], int, str]] = {
+    "qa questions": (
+        answer_questions,
+        AnswerQuestionsRequest,
+        {"documents": [TEXT], "questions": ["q?"] * 9},
+        400,
+        "9 questions in one task; the limit is 8",
+    ),
+    "qa documents": (
+        answer_questions,
+        AnswerQuestionsRequest,
+        {"documents": [TEXT] * 17, "questions": ["q?"]},
+        400,
+        "17 documents in one task; the limit is 16",
+    ),
+    "qa characters": (
+        answer_questions,
+        AnswerQuestionsRequest,
+        {"documents": [TEXT, {"text": LONG}], "questions": ["q?"]},
+        413,
+        "documents[1].text is 200001 characters",
+    ),
+    "qa passages": (
+        answer_questions,
+        AnswerQuestionsRequest,
+        {"documents": [{"text": "A short sentence here. " * 3000}], "questions": ["q?"], "chunk_chars": 100},
+        400,
+        "passages in one task; the limit is 512",
+    ),
+    "qa pages": (
+        answer_questions,
+        AnswerQuestionsRequest,
+        {"documents": [TEXT, {"file": PAGES}], "questions": ["q?"]},
+        413,
+        "documents[1].file has 150 pages",
+    ),
+    "redaction characters": (redact_pii, RedactPiiRequest, {"text": LONG}, 413, "text is 200001 characters"),
+    "markdown pages": (docs_to_markdown, DocsToMarkdownRequest, {"file": PAGES}, 413, "file has 150 pages"),
+    "markdown bytes": (
+        docs_to_markdown,
+        DocsToMarkdownRequest,
+        {"file": {"data": b64(bytes(20 * 2**20 + 1))}},
+        413,
+        "file is 20971521 bytes",
+    ),
+    "structured characters": (
+        extract_structured,
+        ExtractStructuredRequest,
+        {"text": LONG, "schema": {"type": "object"}},
+        413,
+        "text is 200001 characters",
+    ),
+    "summary characters": (summarize_document, SummarizeDocumentRequest, {"text": LONG}, 413, "200001 characters"),
+    "summary chunks": (
+        summarize_document,
+        SummarizeDocumentRequest,
+        {"text": "A sentence of some length here. " * 700, "chunk_chars": 200},
+        400,
+        "chunks in one task; the limit is 64",
+    ),
+    "summary pages": (summarize_document, SummarizeDocumentRequest, {"file": PAGES}, 413, "file has 150 pages"),
+    "entity characters": (
+        extract_entities,
+        ExtractEntitiesRequest,
+        {"text": LONG, "labels": ["person"]},
+        413,
+        "text is 200001 characters",
+    ),
+    "entity windows": (
+        extract_entities,
+        ExtractEntitiesRequest,
+        {"text": "Acme Corp " * 19_000, "labels": LABELS},
+        400,
+        "windows in one task; the limit is 512",
+    ),
+    "entity pages": (
+        extract_entities,
+        ExtractEntitiesRequest,
+        {"file": PAGES, "labels": ["person"]},
+        413,
+        "file has 150 pages",
+    ),
+    "image pixels": (
+        describe_image,
+        DescribeImageRequest,
+        {"image": {"data": b64(png_declaring(10_000, 9_000))}},
+        413,
+        "10000 x 9000 pixels",
+    ),
+}
+
+
+@pytest.mark.parametrize("cap", list(BEFORE_WORK))
+def test_each_cap_is_refused_before_any_work(monkeypatch: pytest.MonkeyPatch, cap: str) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the default reranker is not cached here
+    task, kind, body, status, said = BEFORE_WORK[cap]
+    chosen = {"models": MODELS} if task is answer_questions else {}
+    error, _ = run_on_nothing(task, kind.model_validate({**body, **chosen}))
+    assert isinstance(error, InvalidInput) and error.status == status and said in str(error), str(error)
