@@ -37,6 +37,7 @@ from sie_server.tasks import (
 from sie_server.tasks.extract_entities import Span, merge, table, windows
 from sie_server.tasks.image_size import declared_size
 from sie_server.tasks.summarize_document import groups
+from tests.helpers.catalog import MINILM, SMOLLM
 from tests.helpers.documents import png_declaring
 from tests.tasks.helpers import MODELS, b64, text_pdf
 from tests.tasks.test_task_units import Recorder
@@ -267,3 +268,48 @@ def test_each_cap_is_refused_before_any_work(monkeypatch: pytest.MonkeyPatch, ca
     chosen = {"models": MODELS} if task is answer_questions else {}
     error, _ = run_on_nothing(task, kind.model_validate({**body, **chosen}))
     assert isinstance(error, InvalidInput) and error.status == status and said in str(error), str(error)
+
+
+PICTURE = {"data": b64(png_declaring(8, 8))}
+# task: (its module, request type, request, the fields refused); each names a model for a step the task never runs
+UNUSED: dict[str, tuple[Any, Any, dict[str, Any], str]] = {
+    "redact_pii": (redact_pii, RedactPiiRequest, {"text": "Ann", "models": {"caption": "x"}}, "models.caption"),
+    "answer_questions": (
+        answer_questions,
+        AnswerQuestionsRequest,
+        {"documents": [TEXT], "questions": ["q?"], "models": {**MODELS, "ocr": "x", "ner": "y"}},
+        "models.ocr, models.ner",
+    ),
+    "docs_to_markdown": (
+        docs_to_markdown,
+        DocsToMarkdownRequest,
+        {"file": {"data": b64(text_pdf(["one"]))}, "models": {"generate": SMOLLM}},
+        "models.generate",
+    ),
+    "extract_structured": (
+        extract_structured,
+        ExtractStructuredRequest,
+        {"text": "Ann", "schema": {"type": "object"}, "models": {"generate": SMOLLM, "embed": MINILM}},
+        "models.embed",
+    ),
+    "summarize_document": (
+        summarize_document,
+        SummarizeDocumentRequest,
+        {**TEXT, "models": {"rerank": "x"}},
+        "models.rerank",
+    ),
+    "extract_entities": (
+        extract_entities,
+        ExtractEntitiesRequest,
+        {**TEXT, "labels": ["company"], "models": {"tags": "x"}},
+        "models.tags",
+    ),
+    "describe_image": (describe_image, DescribeImageRequest, {"image": PICTURE, "models": {"ner": "x"}}, "models.ner"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNUSED))
+def test_a_model_for_a_step_the_task_never_runs_is_refused_by_name(name: str) -> None:
+    task, kind, body, fields = UNUSED[name]
+    error, _ = run_on_nothing(task, kind.model_validate(body))
+    assert error.status == 400 and f"{fields}: task {name} has no such step" in str(error), str(error)

@@ -13,7 +13,8 @@ class TaskWire(BaseModel):
 
 
 class TaskModels(TaskWire):
-    """The model of each step; a step left out uses the server's default (``sie_server/tasks/common.py``)."""
+    """The model of each step; a step left out uses the server's default (``sie_server/tasks/common.py``), and a
+    model named for a step the task never runs is refused (400 naming the field)."""
 
     embed: str | None = Field(default=None, description="the embedder that shortlists passages (encode)")
     rerank: str | None = Field(default=None, description="the model that ranks the shortlist (score)")

@@ -41,6 +41,7 @@ DESCRIPTION = (
     "used with their document index, character offset and score, or says 'not in the documents'."
 )
 STEPS = ("embed", "rerank", "generate")
+USES = (*STEPS, "document")  # the document model for files
 NOT_FOUND = "not in the documents"
 SYSTEM = (
     "Answer the question using only the numbered passages. Be brief. If the passages do not contain the answer, "
@@ -105,7 +106,7 @@ async def run(svc: Service, request: AnswerQuestionsRequest, call: CallOptions) 
     for i, question in enumerate(request.questions):
         svc.limits.text(question, f"questions[{i}]")
     any_file = any(source.file is not None for source in request.documents)
-    configs = await models_for(NAME, svc, STEPS + (("document",) if any_file else ()), request.models)
+    configs = await models_for(NAME, svc, STEPS + (("document",) if any_file else ()), request.models, uses=USES)
 
     files = [source.file for source in request.documents if source.file is not None]
     parsed = iter(await parse_all(svc, configs["document"], files, call) if files else [])

@@ -61,9 +61,24 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0")
 
 
-async def models_for(task: str, svc: Service, steps: tuple[str, ...], chosen: TaskModels) -> dict[str, ModelConfig]:
+def check_models(task: str, chosen: TaskModels, uses: tuple[str, ...]) -> None:
+    """A model named for a step the task never runs is refused by name (400), not silently ignored."""
+    named = [f"models.{step}" for step in TaskModels.model_fields if getattr(chosen, step) is not None]
+    unused = [field for field in named if field.removeprefix("models.") not in uses]
+    if unused:
+        raise InvalidInput(
+            f"{', '.join(unused)}: task {task} has no such step (its steps: {', '.join(uses)}); leave "
+            f"{'it' if len(unused) == 1 else 'them'} out"
+        )
+
+
+async def models_for(
+    task: str, svc: Service, steps: tuple[str, ...], chosen: TaskModels, *, uses: tuple[str, ...]
+) -> dict[str, ModelConfig]:
     """Each step's model, resolved and able to load (MODEL_NOT_FOUND / MODEL_LOAD_FAILED naming the model and
-    the command that fetches it), all before the first step runs."""
+    the command that fetches it), all before the first step runs. ``steps`` are the steps this request runs,
+    ``uses`` every step the task can run (a model named for any other is refused)."""
+    check_models(task, chosen, uses)
     configs: dict[str, ModelConfig] = {}
     for step in steps:
         model_id = getattr(chosen, step) or DEFAULTS[step]

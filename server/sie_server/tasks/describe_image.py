@@ -34,6 +34,7 @@ DESCRIPTION = (
     "(Florence-2) and the top tags with scores from an image-text encoder (CLIP or SigLIP), ranked among the "
     "candidate labels given or a default list."
 )
+USES = ("caption", "tags")  # a request may skip either (caption "none", top_k 0)
 CAPTION_TASKS = {"brief": "<CAPTION>", "detailed": "<DETAILED_CAPTION>", "more_detailed": "<MORE_DETAILED_CAPTION>"}
 CAPTION_TOKENS = {"brief": 40, "detailed": 96, "more_detailed": 192}
 DEFAULT_LABELS = (
@@ -108,7 +109,7 @@ async def run(svc: Service, request: DescribeImageRequest, call: CallOptions) ->
     for label in labels:
         svc.limits.text(request.template.replace("{label}", label), "a phrased label")
     steps = (("caption",) if request.caption != "none" else ()) + (("tags",) if request.top_k > 0 else ())
-    configs = await models_for(NAME, svc, steps, request.models)
+    configs = await models_for(NAME, svc, steps, request.models, uses=USES)
     for step, config in configs.items():
         if not config.accepts_images:
             takes = ", ".join(config.inputs)

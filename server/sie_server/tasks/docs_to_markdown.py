@@ -21,7 +21,7 @@ MIN_CHARS_PER_PAGE = 20  # below this the parser "found almost no text"
 
 async def run(svc: Service, request: DocsToMarkdownRequest, call: CallOptions) -> DocsToMarkdownResponse:
     check_file(request.file, "file")
-    configs = await models_for(NAME, svc, STEPS, request.models)
+    configs = await models_for(NAME, svc, STEPS, request.models, uses=STEPS)
     parsed = await parse(svc, configs["document"], request.file, call)
     fallback = len(parsed.text.strip()) < MIN_CHARS_PER_PAGE * max(parsed.pages, 1)
     steps = used({"document": configs["document"]})

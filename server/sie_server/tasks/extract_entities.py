@@ -28,6 +28,7 @@ DESCRIPTION = (
     "character offsets in the whole text, the count per label, and a markdown table."
 )
 STEPS = ("ner",)
+USES = (*STEPS, "document")  # the document model for a file
 GENERAL_NER = "urchade/gliner_multi-v2.1"  # the default here: general entity types (redact_pii's is tuned for PII)
 OVERLAP = 5  # windows overlap by a fifth of their size
 _SPACE = re.compile(r"\s+")
@@ -138,7 +139,7 @@ async def run(svc: Service, request: ExtractEntitiesRequest, call: CallOptions) 
         raise InvalidInput("labels must be unique")
     chosen = request.models if request.models.ner else request.models.model_copy(update={"ner": GENERAL_NER})
     steps = STEPS + (("document",) if request.file is not None else ())
-    configs = await models_for(NAME, svc, steps, chosen)
+    configs = await models_for(NAME, svc, steps, chosen, uses=USES)
     model = configs["ner"]
     _check_labels(model, list(request.labels))
     size = window_chars(model, len(request.labels))

@@ -56,7 +56,7 @@ def _validated(text: str, schema: dict[str, Any]) -> dict[str, Any]:
 async def run(svc: Service, request: ExtractStructuredRequest, call: CallOptions) -> ExtractStructuredResponse:
     check_text(request.text, "text")
     _check_schema(request.json_schema)
-    configs = await models_for(NAME, svc, STEPS, request.models)
+    configs = await models_for(NAME, svc, STEPS, request.models, uses=STEPS)
     asked = f"{request.instructions}\n\n" if request.instructions else ""
     schema = json.dumps(request.json_schema, separators=(",", ":"))
     messages = [

@@ -103,7 +103,7 @@ def redact(text: str, spans: list[Span]) -> tuple[str, dict[str, int]]:
 
 async def run(svc: Service, request: RedactPiiRequest, call: CallOptions) -> RedactPiiResponse:
     check_text(request.text, "text")
-    configs = await models_for(NAME, svc, STEPS, request.models)
+    configs = await models_for(NAME, svc, STEPS, request.models, uses=STEPS)
     spans = _fixed_spans(request) + await _model_spans(svc, configs["ner"], request, call)
     redacted, counts = redact(request.text, spans)
     return RedactPiiResponse(redacted_text=redacted, counts=counts, models=used(configs))

@@ -23,6 +23,7 @@ DESCRIPTION = (
     "number of chunks, and pages and source size where a file was given."
 )
 STEPS = ("generate",)
+USES = (*STEPS, "document")  # the document model for a file
 SYSTEM = "You write short, faithful summaries: keep the names, numbers and dates that matter; add nothing."
 # the instruction after the text: a small model (SmolLM2-135M) follows it there, and repeats it when it comes first
 MAP = "Summarize this text in two or three sentences."
@@ -95,7 +96,7 @@ async def run(svc: Service, request: SummarizeDocumentRequest, call: CallOptions
     if request.file is not None:
         check_file(request.file, "file")
     steps = STEPS + (("document",) if request.file is not None else ())
-    configs = await models_for(NAME, svc, steps, request.models)
+    configs = await models_for(NAME, svc, steps, request.models, uses=USES)
     pages: int | None = None
     source_bytes: int | None = None
     text = request.text
