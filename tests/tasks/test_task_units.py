@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 import sie_server
+from sie_server.catalog.info import catalog_info
 from sie_server.catalog.loader import parse_config_file
 from sie_server.contract.headers import call_options
 from sie_server.contract.limits import Limits
+from sie_server.contract.state_wire import GatewayModelInfo
 from sie_server.contract.tasks_wire import AnswerQuestionsRequest
 from sie_server.errors import ModelLoadFailed
 from sie_server.tasks import answer_questions
@@ -91,3 +93,30 @@ def test_a_model_that_cannot_load_stops_the_task_before_any_step(monkeypatch: py
         asyncio.run(answer_questions.run(service, request, call_options({})))  # type: ignore[arg-type]
     assert f"sie-server models pull {RERANK}" in failed.value.message and "rerank step" in failed.value.message
     assert service.work == []
+
+
+class OnAGateway(Recorder):
+    """What a gateway says of a model: the catalog's facts and its own cache, overlaid by a worker's report."""
+
+    def __init__(self, report: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.report = report or {}
+
+    async def model(self, config: Any) -> Any:
+        facts = {**catalog_info(config).model_dump(), "available_offline": False, **self.report}
+        return GatewayModelInfo(**facts, pool="default", workers=1, loaded_on=0)
+
+
+def test_on_a_gateway_its_own_cache_does_not_stop_a_task_but_a_worker_s_failed_load_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gateway's offline flag and cache say nothing of its workers'; what a worker reports does."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    request = AnswerQuestionsRequest(documents=[{"text": "Acme sells widgets."}], questions=["Who sells widgets?"])
+    service = OnAGateway()
+    with pytest.raises(AssertionError, match="encode ran"):  # past the check, on to the first step
+        asyncio.run(answer_questions.run(service, request, call_options({})))  # type: ignore[arg-type]
+    failed = OnAGateway({"state": "failed", "last_error": "not cached and offline"})
+    with pytest.raises(ModelLoadFailed) as refused:
+        asyncio.run(answer_questions.run(failed, request, call_options({})))  # type: ignore[arg-type]
+    assert "not cached and offline" in refused.value.message and failed.work == []

@@ -13,6 +13,7 @@ from sie_server.catalog.schema import ModelConfig
 from sie_server.contract import models as model_rules
 from sie_server.contract.headers import CallOptions
 from sie_server.contract.requests import DocumentIn, ExtractRequest, ItemIn
+from sie_server.contract.state_wire import GatewayModelInfo
 from sie_server.contract.tasks_wire import FileIn, TaskModels
 from sie_server.errors import InvalidInput, ModelLoadFailed, PayloadTooLarge
 from sie_server.tasks import pdf_pages
@@ -91,7 +92,10 @@ async def models_for(
                 f"task {task} needs {config.id} for its {step} step, and it failed to load "
                 f"({info.last_error or 'no detail'}); {fetch}, or name another with models.{step}"
             )
-        if _offline() and not info.available_offline:
+        # A gateway's own cache and offline flag say nothing of its workers' (a gateway loads no model, and
+        # what workers report covers only models they have touched): there the check is the workers' report
+        # of a failed load, above, and a model no worker can load fails when its step reaches one.
+        if _offline() and not info.available_offline and not isinstance(info, GatewayModelInfo):
             raise ModelLoadFailed(
                 f"task {task} needs {config.id} for its {step} step, which is not cached and this server is offline; "
                 f"{fetch}, or name another with models.{step}"
