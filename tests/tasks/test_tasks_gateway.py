@@ -7,15 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.helpers.catalog import MINILM, SMOLLM, copy_real, tiny_gliner, write_config
 from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.invoice import INVOICE_PASSAGES
 from tests.helpers.server import ServerProcess
-from tests.server.test_mcp import answer, over_http
+from tests.server.test_mcp import answer, mcp_post, over_http
 from tests.tasks.helpers import MODELS, QUESTION
-from tests.tasks.test_task_tools import REDACT, http_task
+from tests.tasks.test_task_tools import REDACT, TASKS, http_task
 
 QA = {
     "documents": [{"text": INVOICE_PASSAGES[name]} for name in ("travel", "invoice", "cafeteria")],
@@ -77,3 +78,19 @@ async def test_entities_on_the_gateway_are_the_server_s(gateway: ServerProcess, 
     async with over_http(gateway.url) as session:
         over_mcp = answer(await session.call_tool("extract_entities", body))
     assert [(e["start"], e["end"]) for e in over_mcp["entities"]] == [s[:2] for s in spans]
+
+
+def test_the_gateway_s_spec_has_the_tasks_and_its_mcp_refuses_a_foreign_host(gateway: ServerProcess) -> None:
+    paths = httpx.get(f"{gateway.url}/openapi.json", timeout=30).json()["paths"]
+    for name in TASKS:
+        post = paths[f"/v1/tasks/{name}"]["post"]
+        assert post["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("Request")
+        assert "$ref" in post["responses"]["200"]["content"]["application/json"]["schema"]
+    # DNS rebinding, as on the server (tests/server/test_mcp.py): another name re-pointed at the gateway
+    port = gateway.url.rsplit(":", 1)[1]
+    rebound = mcp_post(gateway.url, {"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}"})
+    cross_origin = mcp_post(gateway.url, {"Origin": "http://attacker.example"})
+    assert rebound.status_code == 421 and "Host" in rebound.text
+    assert cross_origin.status_code == 403 and "Origin" in cross_origin.text
+    listed = mcp_post(gateway.url, {"Origin": f"http://127.0.0.1:{port}"})
+    assert listed.status_code == 200 and {t["name"] for t in listed.json()["result"]["tools"]} >= TASKS
