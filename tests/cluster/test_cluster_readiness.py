@@ -17,12 +17,15 @@ import pytest
 from tests.helpers.catalog import tiny_embedder, write_config
 from tests.helpers.cluster import Gateway, Nats, worker
 from tests.helpers.held_adapters import WEDGE, held_marker
+from tests.helpers.metrics import scrape
 from tests.helpers.server import ServerProcess
 from tests.helpers.wait import wait_until
 
 BROKEN = "test/broken"  # its weights folder does not exist: every load fails
 WEDGED = "test/wedged"
 QUICK_S = 1.0  # /healthz answers within this while a batch is wedged
+# cold models nobody holds: their work goes to the pool's shared consumer, which any worker may fetch
+COLD = [f"test/cold-{k}" for k in range(6)]
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +34,8 @@ def catalog(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pat
     write_config(folder, tiny_embedder(BROKEN, folder / "no-such-weights"))
     wedged = tiny_embedder(WEDGED, tiny_models["embedder"])
     write_config(folder, {**wedged, "adapter": "tests.helpers.held_adapters:WedgedEmbedding"})
+    for model in COLD:
+        write_config(folder, tiny_embedder(model, tiny_models["embedder"]))
     return folder
 
 
@@ -116,3 +121,32 @@ def test_a_gateway_without_nats_is_unready_while_healthz_answers(nats: Nats, cat
                    message="the gateway did not become ready when NATS came back")  # fmt: skip
     finally:
         gateway.stop()
+
+
+def test_a_failing_worker_leaves_the_pools_shared_work_to_a_ready_one(
+    nats: Nats, catalog: Path, tmp_path: Path
+) -> None:
+    """A worker whose /readyz names a problem (here a pinned model that cannot load) takes no work from the
+    pool's shared consumer while a ready worker is there: each cold model's call is answered by the ready one.
+    Without the rule each call went to whichever worker fetched first (all six to the ready one: 1 in 64)."""
+    failing = worker(catalog, nats.url, tmp_path / "failing.log", "--pin", BROKEN)
+    ready = worker(catalog, nats.url, tmp_path / "ready.log")
+    gateway = Gateway(catalog, nats.url, log=tmp_path / "gateway.log")
+    try:
+        ready.wait_ready()
+        gateway.wait_ready()
+        wait_until(lambda: problem_named(alive(failing).url, 503, BROKEN, "load_failed"), timeout=120,
+                   message="the worker's /readyz never failed on its pinned model")  # fmt: skip
+        wait_until(lambda: "stepping aside" in failing.tail(), timeout=30,
+                   message="the failing worker never stepped aside for its ready peer")  # fmt: skip
+        for k, model in enumerate(COLD):
+            answer = httpx.post(f"{gateway.url}/v1/encode/{model}", json={"items": [{"text": f"cold {k}"}]},
+                                timeout=120)  # fmt: skip
+            assert answer.status_code == 200, answer.text
+        ran = {name: [scrape(w.url, "sie_batch_items_sum", model=m, absent_as_zero=True) for m in COLD]
+               for name, w in (("failing", failing), ("ready", ready))}  # fmt: skip
+        assert ran == {"failing": [0.0] * len(COLD), "ready": [1.0] * len(COLD)}, ran
+    finally:
+        gateway.stop()
+        ready.stop()
+        failing.stop()

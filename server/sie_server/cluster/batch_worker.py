@@ -14,7 +14,8 @@ stream (cluster/batch_store.py), at most ``inflight`` at once (``--batch-infligh
 
 A line answered 503 or 429 (the queue is full, a model cannot fit right now) is put back with a delay
 a few times before that answer becomes its error line; so is a line message that fails outside its run
-(its stored body unreadable, a bug), whose error line then says so.
+(its stored body unreadable, a bug), whose error line then says so. A worker whose ``/readyz`` names a
+problem fetches no lines while a ready peer is there to take them (cluster/pool_peers.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -53,13 +55,14 @@ RETRY_DELAY_S = 2.0
 
 class BatchLines:
     def __init__(self, app: Any, store: BatchStore, *, inflight: int, ack_wait_s: float, max_line_bytes: int,
-                 worker: str) -> None:  # fmt: skip
+                 worker: str, stand_aside: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self.app = app
         self.store = store
         self.inflight = inflight
         self.ack_wait_s = ack_wait_s
         self.max_line_bytes = max_line_bytes
         self.worker = worker
+        self.stand_aside = stand_aside  # this worker leaves the lines to a ready peer now (cluster/pool_peers.py)
         self.tasks: set[asyncio.Task[None]] = set()
         self._freed = asyncio.Event()
 
@@ -68,7 +71,7 @@ class BatchLines:
         sub = await self.store.js.pull_subscribe_bind(durable=LINES_CONSUMER, stream=LINES_STREAM)
         try:
             while not stopping.is_set() and not self.app.state.sie.draining:
-                room = self.inflight - len(self.tasks)
+                room = self.inflight - len(self.tasks) if not self.stand_aside() else 0
                 if room <= 0:
                     self._freed.clear()
                     with contextlib.suppress(TimeoutError):

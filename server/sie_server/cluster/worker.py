@@ -28,7 +28,9 @@ Beside its live work the worker takes the cluster's Batch API lines (cluster/bat
 Its ``/readyz`` judges its models as a server's does (``engine/model_health.py``: a pinned or preloaded
 model whose load failed, a stalled batch: 503 ``"failing"`` naming the model), and is 503
 ``"disconnected"`` while it has no NATS. Its heartbeat carries the models that ``/readyz`` names, so a
-gateway counts it as not serving them (``cluster/gateway_readiness.py``).
+gateway counts it as not serving them (``cluster/gateway_readiness.py``). While its ``/readyz`` names a problem
+and another worker of the pool names none, it takes no work from the pool's shared consumer and no batch
+lines, only work sent to it by name (``cluster/pool_peers.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from sie_server.cluster.answers import RecentAnswers
 from sie_server.cluster.asgi_call import call_app
 from sie_server.cluster.batch_store import BatchStore
 from sie_server.cluster.batch_worker import BatchLines
+from sie_server.cluster.pool_peers import PoolPeers
 from sie_server.cluster.streams import Reply
 from sie_server.contract import envelope
 from sie_server.contract import headers as h
@@ -91,6 +94,7 @@ class QueueWorker:
         self._interactive_backlog = False
         self._restoring: asyncio.Task[None] | None = None
         self.answers = RecentAnswers()
+        self.peers = PoolPeers(pool, self.id, self._problems)
 
     async def run(self) -> None:
         state = self.app.state.sie
@@ -113,16 +117,18 @@ class QueueWorker:
             name = streams.stream_name(self.pool, p)
             for durable, worker in ((own, self.id), (streams.CONSUMER, None)):
                 where = streams.subject(self.pool, p, worker)
-                subs.append((p, await self.js.pull_subscribe(where, durable, stream=name)))
+                subs.append((p, await self.js.pull_subscribe(where, durable, stream=name), worker is None))
         settings = self.app.state.sie.settings  # Batch API lines: --batch-inflight at once, beside live work
         batches = BatchLines(self.app, await BatchStore.open(self.nc, ack_wait_s=self.ack_wait_s),
                              inflight=settings.batch_inflight, ack_wait_s=self.ack_wait_s,
-                             max_line_bytes=settings.max_body_bytes, worker=self.id)  # fmt: skip
+                             max_line_bytes=settings.max_body_bytes, worker=self.id,
+                             stand_aside=self.peers.stand_aside)  # fmt: skip
+        await self.nc.subscribe(streams.HEARTBEAT_SUBJECT.format(pool=self.pool), cb=self.peers.on_beat)
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
         await self.nc.subscribe(streams.CONTROL_SUBJECT.format(pool=self.pool), cb=self._on_control)
         log.info("worker %s pulling pool %s from %s", self.id, self.pool, nats_connection.redacted(self.nats_url))
         try:
-            await asyncio.gather(*(self._pull(p, sub) for p, sub in subs), batches.run(self._stopping))
+            await asyncio.gather(*(self._pull(*sub) for sub in subs), batches.run(self._stopping))
         finally:
             heartbeat.cancel()
             running = [t for tasks in self._inflight.values() for t in tasks]
@@ -159,9 +165,13 @@ class QueueWorker:
             room = min(room, self.max_inflight // 2 - len(self._inflight[priority]))
         return room
 
-    async def _pull(self, priority: str, sub: Any) -> None:
+    async def _pull(self, priority: str, sub: Any, shared: bool) -> None:
+        """Fetch and start work from one consumer; from the pool's ``shared`` one only while this worker does
+        not step aside for a ready peer (cluster/pool_peers.py)."""
         while not self._stopping.is_set() and not self.app.state.sie.draining:
             room = self.room(priority)
+            if shared and room > 0 and self.peers.stand_aside():
+                room = 0
             if room <= 0:
                 self._freed.clear()
                 with contextlib.suppress(TimeoutError):
