@@ -43,6 +43,8 @@ class PoolPeers:
             return
         if beat.get("worker") != self.me and seen.pool == self.pool:
             self.seen[str(beat["worker"])] = seen
+            # workers come and go (a restart is a new id): forget those gone, so the map stays the live pool's
+            self.seen = {w: s for w, s in self.seen.items() if seen.seen - s.seen < PEER_TTL_S}
 
     def ready_peer(self) -> bool:
         """Whether another live worker of the pool is taking work and names no problem."""
