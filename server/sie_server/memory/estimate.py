@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +110,34 @@ def gguf_estimate(path: Path, kv_tokens: int, *, torch_prefill: bool = False) ->
     keeps per compute thread (``attention_cache_bytes``). ``torch_prefill`` (generators/torch_prefill.py):
     plus a float32 copy of every weight, and a reserve for one prompt of ``kv_tokens`` read by it (its
     float16 keys and values, twice more as they go to llama.cpp, and a chunk's attention scores)."""
-    from gguf import GGUFReader
-
     from sie_server.adapters.generators.llamacpp_sizing import attention_cache_bytes, kv_cache_bytes
 
     if not path.is_file():  # the adapter's load names the missing file
         return 0, 0
-    weights = path.stat().st_size
+    stat = path.stat()
+    weights = stat.st_size
+    shape = _gguf_shape(path, stat.st_size, stat.st_mtime_ns)
+    if shape is None:  # unreadable header: llama.cpp's own load will say why
+        return weights, 0
+    layers, embd, heads, kv_heads, floats = shape
+    kv = kv_cache_bytes(kv_tokens, layers, embd, heads, kv_heads)
+    attention = attention_cache_bytes(kv_tokens, embd, heads, compute_threads())
+    if not torch_prefill:
+        return weights, kv + attention
+    from sie_server.adapters.generators.torch_prefill import CHUNK
+
+    # its keys and values as read, as arrays for llama.cpp and as the state it takes: three times the cache
+    return weights + 4 * floats, 3 * kv + attention + 4 * CHUNK * kv_tokens * heads
+
+
+@lru_cache(maxsize=64)
+def _gguf_shape(path: Path, size: int, mtime_ns: int) -> tuple[int, int, int, int, int] | None:
+    """(layers, embedding width, heads, KV heads, weights' element count) from a GGUF header; None when
+    unreadable. Kept per file version (``size``, ``mtime_ns``): ``GGUFReader`` builds about 150 MiB of small
+    Python objects for a 49k-token vocabulary, and parsing it at every load left a few of them scattered over
+    pymalloc's 1 MiB arenas, which then cannot be given back (+3.5 MiB of RSS a SmolLM2 load, RESULTS.md)."""
+    from gguf import GGUFReader
+
     try:
         reader = GGUFReader(path)
         fields = reader.fields
@@ -125,18 +147,13 @@ def gguf_estimate(path: Path, kv_tokens: int, *, torch_prefill: bool = False) ->
             field = fields.get(f"{arch}.{key}")
             return int(field.contents()) if field is not None else default
 
-        layers = number("block_count", 0)
-        embd = number("embedding_length", 0)
         heads = number("attention.head_count", 1)
-        kv_heads = number("attention.head_count_kv", heads)
-        floats = sum(int(t.n_elements) for t in reader.tensors) if torch_prefill else 0
-    except (KeyError, ValueError, OSError):  # unreadable header: llama.cpp's own load will say why
-        return weights, 0
-    kv = kv_cache_bytes(kv_tokens, layers, embd, heads, kv_heads)
-    attention = attention_cache_bytes(kv_tokens, embd, heads, compute_threads())
-    if not torch_prefill:
-        return weights, kv + attention
-    from sie_server.adapters.generators.torch_prefill import CHUNK
-
-    # its keys and values as read, as arrays for llama.cpp and as the state it takes: three times the cache
-    return weights + 4 * floats, 3 * kv + attention + 4 * CHUNK * kv_tokens * heads
+        return (
+            number("block_count", 0),
+            number("embedding_length", 0),
+            heads,
+            number("attention.head_count_kv", heads),
+            sum(int(t.n_elements) for t in reader.tensors),
+        )
+    except (KeyError, ValueError, OSError):
+        return None
