@@ -39,7 +39,7 @@ def test_a_second_load_of_the_same_gguf_does_not_parse_its_header_again() -> Non
     first = _python_peak(lambda: figures.append(gguf_estimate(path, 8704)))
     again = _python_peak(lambda: figures.append(gguf_estimate(path, 8704)))
     assert first > 50 * 2**20, f"the first read parses the header: {first / 2**20:.1f} MiB of Python objects"
-    assert again < 2**20, f"a second load of the file re-parsed its header: {again / 2**20:.1f} MiB"
+    assert again < 8 * 2**20, f"a second load of the file re-parsed its header: {again / 2**20:.1f} MiB"
     assert figures[0] == figures[1]
 
 
